@@ -1,0 +1,114 @@
+"""The agentic loop: ask the model, run the tools it asks for, feed the results back, repeat.
+
+This file speaks the protocol only. It never builds a path or opens a file: every tool call
+goes through tools.dispatch_tool, which already knows the repository root.
+
+Learner-owned (the rest of this file is provided):
+    parse_tool_calls  M2  turn the model's message into ToolCall objects (json.loads!)
+    run_agent         M4  the bounded loop
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from tools import TOOL_SCHEMAS, dispatch_tool
+
+# A confused model can ask for tools forever; the loop never makes more model calls than this.
+DEFAULT_MAX_STEPS = 10
+
+# What a capped run's return value starts with, so callers can tell "stopped" from "answered".
+MAX_STEPS_REACHED = "MAX_STEPS_REACHED"
+
+
+@dataclass
+class ToolCall:
+    """One tool call requested by the model, with its arguments already parsed.
+
+    ``error`` is set (and ``arguments`` is {}) when the model's arguments could not be used:
+    the loop then sends the error back as this call's result instead of running the tool.
+    """
+
+    id: str
+    name: str
+    arguments: dict
+    error: str | None = None
+
+
+def assistant_turn(message) -> dict:
+    """The model's tool-calling message as a plain, JSON-serializable dict for ``messages``.
+
+    Providers require this turn (with its ``tool_calls``) right before the tool results. A dict
+    rather than LiteLLM's Message object: ``json.dumps`` can save it, and some providers mutate
+    the object if it is sent back. Content is "" rather than None because some local servers
+    reject a tool-calling turn without it.
+    """
+    calls = []
+    for raw in getattr(message, "tool_calls", None) or []:
+        arguments = raw.function.arguments
+        if not _is_json_object(arguments):
+            arguments = "{}"  # the parse error reaches the model as this call's result instead
+        calls.append(
+            {
+                "id": raw.id,
+                "type": "function",
+                "function": {"name": raw.function.name, "arguments": arguments},
+            }
+        )
+    return {"role": "assistant", "content": getattr(message, "content", None) or "", "tool_calls": calls}
+
+
+def _is_json_object(text) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except (TypeError, ValueError):
+        return False
+
+
+def tool_result(call_id: str, content: str) -> dict:
+    """The message that answers one tool call."""
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def parse_tool_calls(message) -> list[ToolCall]:
+    """Extract the tool calls from a model message (LiteLLM's shape) as ToolCall objects.
+
+    Contract:
+        message   has ``.content`` and ``.tool_calls``; each call has ``.id``,
+                  ``.function.name`` and ``.function.arguments``, which is a JSON *string*.
+        returns   one ToolCall per requested call, in order, with ``arguments`` as a dict;
+                  [] when there are no tool calls (attribute missing, None, or []).
+        never     raises for bad arguments: malformed JSON, or JSON that is not an object,
+                  gives a ToolCall with ``arguments={}`` and ``error`` saying what was wrong.
+
+    Hint: ``getattr(message, "tool_calls", None) or []`` covers the three "no calls" cases;
+    ``json.loads`` the arguments string inside try/except. See lesson/lesson.agent.md,
+    "Section 4: Guided Examples" (Example 2).
+    """
+    # TODO(M2): build one ToolCall per entry in message.tool_calls, json.loads-ing the arguments.
+    raise NotImplementedError("M2: agent_loop.parse_tool_calls is not implemented yet (see TODO(M2) in code/agent_loop.py)")
+
+
+def run_agent(messages, repo_root, complete, max_steps=DEFAULT_MAX_STEPS) -> str:
+    """Run the tool loop until the model answers or ``max_steps`` model calls have been made.
+
+    Contract:
+        messages   the conversation so far (system, user, ...); extended IN PLACE, append-only,
+                   with plain dicts, so afterwards it is the whole JSON-serializable transcript.
+        repo_root  passed to dispatch_tool; the loop itself never touches the filesystem.
+        complete   ``complete(messages, tools)`` returns the assistant message (LiteLLM's shape).
+        returns    the model's final text when it answers without tool calls (that answer is
+                   also appended as an assistant message); otherwise, after ``max_steps`` model
+                   calls, a string starting with MAX_STEPS_REACHED.
+
+    Each step: call ``complete(messages, TOOL_SCHEMAS)``; if it requested tools, append
+    ``assistant_turn(message)``, then exactly one ``tool_result(call.id, ...)`` per call, in the
+    order requested. A call with ``error`` set gets "Error: ..." as its result; every other call
+    gets ``dispatch_tool(call.name, call.arguments, repo_root)``.
+
+    Hint: a ``for step in range(max_steps)`` loop cannot run away; ``while True`` can.
+    See lesson/lesson.agent.md, "Section 3: Technical Explanation" and Example 3.
+    """
+    # TODO(M4): call the model, run the tools it asks for, feed the results back, stop at max_steps.
+    raise NotImplementedError("M4: agent_loop.run_agent is not implemented yet (see TODO(M4) in code/agent_loop.py)")

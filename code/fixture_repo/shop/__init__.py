@@ -1,0 +1,1 @@
+"""tiny-shop: items, prices and order totals."""

@@ -1,0 +1,148 @@
+"""The course as data: milestones in order, what each asks the learner to edit, and its hints.
+
+One table serves the pytest board, `python hints.py`, and the course checks, so the milestone
+list cannot drift between them. Hints come in three tiers (a nudge, the approach, pseudo-code)
+and never contain the solution itself.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+LESSON = "lesson/lesson.agent.md"
+
+
+@dataclass(frozen=True)
+class Milestone:
+    id: str                 # "M1"; test files are named test_m1_*.py (stretch: test_s1_*.py)
+    title: str
+    functions: tuple[str, ...]  # learner-owned "module.function" names; () when nothing to write
+    file: str               # where the learner works, relative to the repository root
+    section: str            # the lesson section the failure messages point at
+    hints: tuple[str, str, str] = field(default=("", "", ""))
+    stretch: bool = False
+
+    @property
+    def target(self) -> str:
+        """What to edit, for the board: 'tools.safe_resolve in code/tools.py'."""
+        names = ", ".join(self.functions) if self.functions else "the steps in PROJECT.md"
+        return f"{names} in {self.file}"
+
+
+MILESTONES: tuple[Milestone, ...] = (
+    Milestone(
+        "M1", "Sandbox paths", ("tools.safe_resolve",), "code/tools.py",
+        f"{LESSON}, Section 4, Example 1",
+        (
+            "The model's path is untrusted input. Where would the operating system *really* "
+            "open it, after '..' and symlinks? Judge that place, not the spelling.",
+            "Resolve the root and the joined path with Path.resolve(). Then ask whether the "
+            "resolved target is the root or lies under it, by path components "
+            "(Path.is_relative_to), not by string prefix: '/repo_evil' starts with '/repo'. "
+            "Reject non-strings and NUL bytes before touching the filesystem.",
+            "if path is not a str or contains NUL: raise ValueError\n"
+            "root   = resolve(repo_root)\n"
+            "target = resolve(root joined with path)      # may not exist yet: fine\n"
+            "if target is not inside root (component-wise): raise ValueError\n"
+            "return target",
+        ),
+    ),
+    Milestone(
+        "M2", "Parse tool calls", ("agent_loop.parse_tool_calls",), "code/agent_loop.py",
+        f"{LESSON}, Section 4, Example 2",
+        (
+            "Print type(message.tool_calls[0].function.arguments). It looks like a dict. Is it?",
+            "A message with no tool calls may have no attribute, None, or []: treat all three "
+            "as 'no calls'. For each call, json.loads the arguments string. Bad JSON, or JSON "
+            "that is not an object, must not raise: return a ToolCall with arguments={} and "
+            "error set, so the loop can tell the model what went wrong.",
+            "calls = []\n"
+            "for each raw in (message.tool_calls or []):\n"
+            "    try: args = json.loads(raw.function.arguments)\n"
+            "    except invalid JSON: append ToolCall(id, name, {}, error=...); continue\n"
+            "    if args is not a dict: append ToolCall(id, name, {}, error=...); continue\n"
+            "    append ToolCall(raw.id, raw.function.name, args)\n"
+            "return calls",
+        ),
+    ),
+    Milestone(
+        "M3", "Dispatch", ("tools.dispatch_tool",), "code/tools.py",
+        f"{LESSON}, Section 3, How It Works",
+        (
+            "The model reads whatever dispatch_tool returns. An exception reaches nobody it "
+            "can help; a clear 'Error: ...' string reaches the model, which can try again.",
+            "Look the name up in TOOL_FUNCTIONS. Check that args is a dict and that "
+            "check_arguments(name, args) finds no problem. Call fn(repo_root, **args): the "
+            "root comes from your application, never from args. Catch ValueError and "
+            "ToolError (expected) and any other Exception (a tool bug) and return them as "
+            "strings starting with 'Error:'.",
+            "fn = TOOL_FUNCTIONS.get(name);  if missing: return 'Error: unknown tool ...'\n"
+            "if args is not a dict: return 'Error: ...'\n"
+            "problem = check_arguments(name, args);  if problem: return 'Error: ' + problem\n"
+            "try: return fn(repo_root, **args)\n"
+            "except (ValueError, ToolError) as e: return 'Error: ' + str(e)\n"
+            "except Exception as e: return 'Error: <tool> failed ...'",
+        ),
+    ),
+    Milestone(
+        "M4", "The loop", ("agent_loop.run_agent",), "code/agent_loop.py",
+        f"{LESSON}, Section 3, How It Works, and Section 4, Example 3",
+        (
+            "Who decides when the loop ends: your code or the model? What if the model never "
+            "decides?",
+            "Loop at most max_steps times. Each time: message = complete(messages, "
+            "TOOL_SCHEMAS); calls = parse_tool_calls(message). No calls: append the answer "
+            "and return it. Otherwise append assistant_turn(message) FIRST, then one "
+            "tool_result(call.id, ...) per call, in order, for every call (a call with "
+            "an error gets its error as the result). After the loop: return a string "
+            "starting with MAX_STEPS_REACHED.",
+            "for step in range(max_steps):\n"
+            "    message = complete(messages, TOOL_SCHEMAS)\n"
+            "    calls = parse_tool_calls(message)\n"
+            "    if not calls: append {'role': 'assistant', 'content': answer}; return answer\n"
+            "    messages.append(assistant_turn(message))\n"
+            "    for call in calls:\n"
+            "        result = error text if call.error else dispatch_tool(...)\n"
+            "        messages.append(tool_result(call.id, result))\n"
+            "return MAX_STEPS_REACHED + ': ...'",
+        ),
+    ),
+    Milestone(
+        "M5", "Copilot end-to-end", (), "code/copilot.py",
+        f"{LESSON}, Section 6, Project Assignment",
+        (
+            "Nothing new to write: M5 runs your four functions inside the real copilot. If a "
+            "test fails here, the message names which of your functions misbehaved.",
+            "Run `python copilot.py --context-only \"why does config default to Groq?\"` from "
+            "code/, then set a key in code/.env and ask the same question for real.",
+            "Read the failing test's 'called' line, reproduce it in a Python shell against "
+            "your function, and compare with the M1-M4 contracts in the docstrings.",
+        ),
+    ),
+    Milestone(
+        "M6", "Break and evaluate", (), "FAILURE_ANALYSIS.md",
+        f"{LESSON}, Section 7, Project Milestones",
+        (
+            "Each break removes one design decision. Predict the failure before you run it.",
+            "Run `python break_and_observe.py runaway --simulate` (then escape, amnesia, "
+            "raw-arguments, vague-tools) and paste each evidence block into "
+            "FAILURE_ANALYSIS.md. Then run `python evaluate.py`.",
+            "For each scenario: hypothesis -> the one change -> the command -> the evidence "
+            "block -> which design decision prevents it -> what it would cost in production.",
+        ),
+    ),
+)
+
+STRETCH: tuple[Milestone, ...] = ()  # filled by the stretch milestones (see PROJECT.md)
+
+ALL = MILESTONES + STRETCH
+BY_ID = {m.id: m for m in ALL}
+LEARNER_FUNCTIONS = {fn: m for m in ALL for fn in m.functions}
+
+
+def milestone_of_test_file(filename: str) -> Milestone | None:
+    """'test_m3_dispatch.py' -> M3; files that follow no milestone return None."""
+    stem = filename.rsplit("/", 1)[-1]
+    if not stem.startswith("test_") or "_" not in stem[5:]:
+        return None
+    return BY_ID.get(stem[5:].split("_", 1)[0].upper())

@@ -1,0 +1,250 @@
+"""Milestone runner for pytest: locks later milestones, teaches on failure, ends with a board.
+
+Loaded by the repository's top-level conftest.py. Options (see `python -m pytest --help`):
+    --reference    test rubric/reference/ instead of code/
+    --unlock-all   run every milestone even if an earlier one fails
+    --stretch      also run the stretch milestones S1-S3
+    --hint [M1][:TIER]   print the hints for your current milestone and exit
+    --outcomes FILE      (course checks) write every test's outcome as JSON
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from harness.milestones import ALL, BY_ID, MILESTONES, Milestone, milestone_of_test_file
+
+REPO_ROOT = Path(__file__).resolve().parents[2]
+CODE_DIR = REPO_ROOT / "code"
+REFERENCE_DIR = REPO_ROOT / "rubric" / "reference"
+MILESTONE_KEY = pytest.StashKey[Milestone]()
+NOT_DONE_PREFIX = "NOT DONE YET"
+CACHE_KEY = "lesson06/current"
+
+
+def pytest_addoption(parser):
+    group = parser.getgroup("lesson06", "Lesson 06 milestones")
+    group.addoption("--reference", action="store_true", help="test the reference solution in rubric/reference/ instead of code/")
+    group.addoption("--unlock-all", action="store_true", help="run every milestone, even those locked behind a failing one")
+    group.addoption("--stretch", action="store_true", help="also run the stretch milestones (S1-S3)")
+    group.addoption("--hint", nargs="?", const="", default=None, metavar="M1[:TIER]",
+                    help="print the hints for your current milestone (or M1..M6, tier 1-3) and exit")
+    group.addoption("--outcomes", default=None, metavar="FILE", help="write every test's outcome to FILE as JSON (course checks)")
+
+
+class Board:
+    """What happened to each milestone's tests in this session."""
+
+    def __init__(self, milestones):
+        self.order = [m for m in ALL if m in milestones]
+        self.passed = {m.id: 0 for m in self.order}
+        self.failed = {m.id: 0 for m in self.order}
+        self.locked = {m.id: 0 for m in self.order}
+        self.skipped = {m.id: 0 for m in self.order}
+        self.waiting = {m.id: 0 for m in self.order}
+        self.not_done: set[str] = set()  # milestones whose function still raises NotImplementedError
+        self.outcomes = []
+
+    def predecessors(self, milestone: Milestone):
+        core = [m for m in self.order if not m.stretch]
+        if milestone.stretch:  # stretch milestones open once the copilot (M5) works
+            return [m for m in core if m.id <= "M5"]
+        return core[: core.index(milestone)]
+
+    def blocker(self, milestone: Milestone) -> Milestone | None:
+        return next((m for m in self.predecessors(milestone) if self.failed[m.id] or self.locked[m.id]), None)
+
+    def current(self) -> Milestone | None:
+        return next((m for m in self.order if self.failed[m.id]), None)
+
+
+def pytest_configure(config):
+    config.addinivalue_line("markers", "live: calls a real provider with your key (opt-in: python -m pytest -m live)")
+    impl = REFERENCE_DIR if config.getoption("reference") else CODE_DIR
+    sys.path.insert(0, str(impl))  # ahead of code/, so `import tools` picks the implementation under test
+    os.environ["LESSON06_IMPL"] = "reference" if impl == REFERENCE_DIR else "code"
+    config.stash[BOARD_KEY] = None
+
+
+BOARD_KEY = pytest.StashKey["Board | None"]()
+
+
+def pytest_cmdline_main(config):
+    value = config.getoption("hint")
+    if value is None:
+        return None
+    print(render_hints(config, value))
+    return 0
+
+
+def render_hints(config, value: str) -> str:
+    wanted, _, tier_text = value.partition(":")
+    if wanted.isdigit():  # "--hint 2": tier 2 of the current milestone
+        wanted, tier_text = "", wanted
+    milestone = BY_ID.get(wanted.upper()) if wanted else None
+    if milestone is None:
+        current = read_current_milestone(config)
+        milestone = BY_ID.get(current or "M1", MILESTONES[0])
+    tier = min(max(int(tier_text), 1), 3) if tier_text.isdigit() else 1
+    names = ("a nudge", "the approach", "pseudo-code")
+    out = [f"{milestone.id} - {milestone.title}: edit {milestone.target}", f"lesson: {milestone.section}", ""]
+    for number in range(1, tier + 1):
+        out.append(f"Hint {number} of 3 ({names[number - 1]}):")
+        for line in milestone.hints[number - 1].splitlines():
+            out.extend(textwrap.wrap(line, 92, initial_indent="    ", subsequent_indent="    ") or [""])
+        out.append("")
+    if tier < 3:
+        out.append(f"Still stuck? python -m pytest --hint {milestone.id}:{tier + 1}")
+    return "\n".join(out)
+
+
+def read_current_milestone(config) -> str | None:
+    """The milestone the last test run stopped at (the cache plugin is not up yet here)."""
+    try:
+        return json.loads((config.rootpath / ".pytest_cache" / "v" / CACHE_KEY).read_text())
+    except (OSError, ValueError):
+        return None
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+    keep, dropped = [], []
+    for item in items:
+        milestone = milestone_of_test_file(item.path.name)
+        if milestone is not None:
+            item.stash[MILESTONE_KEY] = milestone
+        if milestone is not None and milestone.stretch and not config.getoption("stretch"):
+            dropped.append(item)  # opt-in: stretch milestones stay out of the learner's way
+        else:
+            keep.append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+    rank = {m.id: i for i, m in enumerate(ALL)}
+    keep.sort(key=lambda it: rank.get(it.stash[MILESTONE_KEY].id, -1) if MILESTONE_KEY in it.stash else -1)
+    items[:] = keep
+    config.stash[BOARD_KEY] = Board({it.stash[MILESTONE_KEY] for it in keep if MILESTONE_KEY in it.stash})
+
+
+def pytest_runtest_setup(item):
+    if "live" in item.keywords and "live" not in (item.config.getoption("markexpr") or ""):
+        pytest.skip("live test: opt in with `python -m pytest -m live` and a key in code/.env")
+    board = item.config.stash[BOARD_KEY]
+    milestone = item.stash.get(MILESTONE_KEY, None)
+    if board is None or milestone is None or item.config.getoption("unlock_all"):
+        return
+    blocker = board.blocker(milestone)
+    if blocker is not None:
+        board.locked[milestone.id] += 1
+        pytest.skip(f"locked: finish {blocker.id} first")
+    if milestone.id in board.not_done:  # one "not done yet" says it all; spare the wall of red
+        board.waiting[milestone.id] += 1
+        pytest.skip(f"waiting: {milestone.id} is not started yet (see its first failure)")
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_makereport(item, call):
+    report = (yield).get_result()
+    board = item.config.stash[BOARD_KEY]
+    milestone = item.stash.get(MILESTONE_KEY, None)
+    if board is None or milestone is None:
+        return
+    not_done = None
+    if report.failed and call.excinfo is not None and call.excinfo.errisinstance(NotImplementedError):
+        not_done = BY_ID.get(str(call.excinfo.value).split(":", 1)[0].strip())
+        if not_done is not None:
+            report.longrepr = not_done_message(not_done, item)
+            board.not_done.add(milestone.id)
+    if report.failed:
+        if board.failed[milestone.id]:  # only the first failure of a milestone is shown in full
+            report.longrepr = shorten(str(report.longrepr), not_done)
+        board.failed[milestone.id] += 1
+    elif report.when == "call" and report.passed:
+        board.passed[milestone.id] += 1
+    elif report.skipped and report.when == "setup":
+        reason = str(report.longrepr)
+        if "locked:" not in reason and "waiting:" not in reason:
+            board.skipped[milestone.id] += 1
+    if report.when == "call" or report.outcome != "passed":
+        board.outcomes.append({
+            "nodeid": item.nodeid, "milestone": milestone.id, "when": report.when,
+            "outcome": report.outcome, "not_done": not_done.id if not_done else None,
+            "message": str(report.longrepr)[:2000] if report.longrepr else "",
+        })
+
+
+def not_done_message(milestone: Milestone, item) -> str:
+    purpose = (item.function.__doc__ or item.name).strip().splitlines()[0]
+    return (
+        f"{NOT_DONE_PREFIX}: {milestone.id} ({milestone.title}). "
+        f"{', '.join(milestone.functions)} still raises NotImplementedError.\n"
+        f"  this test checks: {purpose}\n"
+        f"  next:   open {milestone.file}, find TODO({milestone.id}), read the docstring above it, implement it.\n"
+        f"  lesson: {milestone.section}   |   hints: python -m pytest --hint {milestone.id}"
+    )
+
+
+def shorten(text: str, not_done: Milestone | None) -> str:
+    if not_done is not None:
+        return f"{NOT_DONE_PREFIX}: {not_done.id} (same as the first failure above)"
+    keep = [line for line in text.splitlines() if line.strip().startswith(("called:", "expected:", "got:"))]
+    return "\n".join(keep) if keep else text
+
+
+def pytest_terminal_summary(terminalreporter, exitstatus, config):
+    board = config.stash[BOARD_KEY]
+    if board is None or not board.order:
+        return
+    ok, bad, arrow = symbols(terminalreporter)
+    tr = terminalreporter
+    tr.section("Lesson 06 milestones", sep="-")
+    current = board.current()
+    for m in board.order:
+        p, f, locked = board.passed[m.id], board.failed[m.id], board.locked[m.id]
+        label = f"{m.id}  {m.title:<22}"
+        if f:
+            extra = f"  {arrow} you are here: edit {m.target}" if m is current else ""
+            if m.id in board.not_done and not p:
+                state = f"not started ({board.waiting[m.id] + f} tests wait for it)"
+            else:
+                state = f"{f} failing, {p} passing"
+            tr.write_line(f"{label}{bad} {state}{extra}")
+        elif locked:
+            blocker = board.blocker(m)
+            tr.write_line(f"{label}locked (finish {blocker.id if blocker else 'earlier milestones'} first)")
+        elif p:
+            tr.write_line(f"{label}{ok} {p} passing")
+        else:
+            tr.write_line(f"{label}skipped")
+    where = "rubric/reference/ (--reference)" if config.getoption("reference") else "code/"
+    if current is not None:
+        tr.write_line(f"next: fix the first failure above; stuck? python -m pytest --hint   [testing {where}]")
+    else:
+        tr.write_line(f"all selected milestones pass   [testing {where}]")
+    if config.cache is not None:
+        config.cache.set(CACHE_KEY, current.id if current else None)
+
+
+def symbols(terminalreporter):
+    encoding = getattr(terminalreporter._tw, "_file", sys.stdout).encoding or "ascii"
+    try:
+        "\u2713\u2717\u2190".encode(encoding)
+        return "\u2713", "\u2717", "\u2190"
+    except (UnicodeEncodeError, LookupError):
+        return "ok", "FAIL", "<-"
+
+
+def pytest_sessionfinish(session):
+    path = session.config.getoption("outcomes")
+    board = session.config.stash.get(BOARD_KEY, None)
+    if path and board is not None:
+        Path(path).write_text(json.dumps({
+            "implementation": os.environ.get("LESSON06_IMPL"),
+            "litellm_imported": "litellm" in sys.modules,
+            "tests": board.outcomes,
+        }, indent=1))

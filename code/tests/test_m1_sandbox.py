@@ -1,0 +1,180 @@
+"""M1 - Sandbox paths: tools.safe_resolve keeps every model-supplied path inside the repository.
+
+The cases come from the lesson's Example 1 and its common-mistakes table: '..' escapes,
+absolute paths, symlinks, and the sibling folder that shares a name prefix.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from conftest import hide_tmp
+from harness.milestones import BY_ID
+from harness.teach import check, fail, learner, show
+
+M1 = BY_ID["M1"]
+FN = "tools.safe_resolve"
+
+
+@pytest.fixture
+def safe_resolve():
+    return learner(FN)
+
+
+def resolves_to(safe_resolve, tree, path, expected: Path, hint: str):
+    called = f"safe_resolve(<tmp>/repo, {path!r})"
+    try:
+        got = safe_resolve(tree.root, path)
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        fail(M1, FN, called, f"returns {hide_tmp(expected, tree.tmp)}",
+             f"raised {type(exc).__name__}: {hide_tmp(exc, tree.tmp)}", hint)
+    check(isinstance(got, Path), M1, FN, called, "a pathlib.Path", f"{type(got).__name__}: {show(got)}",
+          "return the resolved Path object itself, not a string")
+    check(got == expected, M1, FN, called, f"{hide_tmp(expected, tree.tmp)} (fully resolved)",
+          hide_tmp(got, tree.tmp), hint)
+
+
+def rejected(safe_resolve, tree, path, why: str, hint: str, root=None):
+    root = tree.root if root is None else root
+    called = f"safe_resolve({hide_tmp(root, tree.tmp)}, {hide_tmp(show(path), tree.tmp)})"
+    try:
+        got = safe_resolve(root, path)
+    except ValueError:
+        return
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        fail(M1, FN, called, f"ValueError ({why})", f"{type(exc).__name__}: {hide_tmp(exc, tree.tmp)}",
+             "raise ValueError for every refused path, so dispatch_tool can catch one kind of error")
+    fail(M1, FN, called, f"ValueError ({why})", f"returned {hide_tmp(got, tree.tmp)}", hint)
+
+
+# ---------------------------------------------------------------- paths that must resolve
+
+def test_relative_path_resolves_inside_the_root(safe_resolve, tree):
+    """A plain relative path resolves to the file inside the repository."""
+    resolves_to(safe_resolve, tree, "src/config.py", (tree.root / "src" / "config.py").resolve(),
+                "join the path onto the root and return the resolved result")
+
+
+def test_dot_slash_path_resolves(safe_resolve, tree):
+    """'./README.md' is the README at the root."""
+    resolves_to(safe_resolve, tree, "./README.md", (tree.root / "README.md").resolve(),
+                "Path.resolve() removes '.' components for you")
+
+
+def test_root_itself_resolves(safe_resolve, tree):
+    """'.' is the repository root itself, which is inside."""
+    resolves_to(safe_resolve, tree, ".", tree.root.resolve(),
+                "the root counts as inside: compare with is_relative_to, which is true for the root itself")
+
+
+def test_root_may_be_a_string(safe_resolve, tree):
+    """repo_root may arrive as a str as well as a Path."""
+    called = f"safe_resolve(str(<tmp>/repo), 'src/config.py')"
+    expected = (tree.root / "src" / "config.py").resolve()
+    try:
+        got = safe_resolve(str(tree.root), "src/config.py")
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        fail(M1, FN, called, hide_tmp(expected, tree.tmp), f"{type(exc).__name__}: {exc}",
+             "wrap the root in Path(repo_root) before using it")
+    check(got == expected, M1, FN, called, hide_tmp(expected, tree.tmp), hide_tmp(got, tree.tmp),
+          "wrap the root in Path(repo_root) before using it")
+
+
+def test_missing_file_inside_is_allowed(safe_resolve, tree):
+    """A path that does not exist yet but would be inside resolves (the tool reports 'not found')."""
+    resolves_to(safe_resolve, tree, "src/not_written_yet.py", (tree.root / "src" / "not_written_yet.py").resolve(),
+                "use Path.resolve() without strict=True: existence is the tool's question, not the sandbox's")
+
+
+@pytest.mark.parametrize("name", ["..foo.py", "...", "sub/../file.py"])
+def test_legal_names_with_dots_resolve(safe_resolve, tree, name):
+    """Names that merely contain dots, and '..' that lands back inside, are legal."""
+    resolves_to(safe_resolve, tree, name, (tree.root / name).resolve(),
+                "judge where the path lands after resolving, not whether its text contains '..'")
+
+
+def test_absolute_path_inside_is_allowed(safe_resolve, tree):
+    """An absolute path that lands inside the root is judged by where it lands: allowed."""
+    target = (tree.root / "src" / "config.py").resolve()
+    resolves_to(safe_resolve, tree, str(target), target,
+                "joining an absolute path replaces the root; then judge the result like any other")
+
+
+def test_in_repo_symlink_is_allowed(safe_resolve, tree, symlink):
+    """A symlink whose target is inside the repository resolves to that target."""
+    symlink(tree.root / "alias.py", tree.root / "src" / "config.py")
+    resolves_to(safe_resolve, tree, "alias.py", (tree.root / "src" / "config.py").resolve(),
+                "resolve() follows the link; the target is inside, so allow it")
+
+
+def test_root_reached_through_a_symlink(safe_resolve, tree, symlink):
+    """The root itself may be a symlink: results are compared with the resolved root."""
+    link_root = symlink(tree.tmp / "repo_link", tree.root)
+    called = "safe_resolve(<tmp>/repo_link, 'src/config.py')"
+    expected = (tree.root / "src" / "config.py").resolve()
+    try:
+        got = safe_resolve(link_root, "src/config.py")
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        fail(M1, FN, called, hide_tmp(expected, tree.tmp), f"{type(exc).__name__}: {exc}",
+             "resolve the root too, so both sides of the comparison are real locations")
+    check(got == expected, M1, FN, called, hide_tmp(expected, tree.tmp), hide_tmp(got, tree.tmp),
+          "resolve the root too, so both sides of the comparison are real locations")
+
+
+# ---------------------------------------------------------------- paths that must be refused
+
+@pytest.mark.parametrize("path", ["../outside/secret.txt", "../../etc/passwd", "sub/../../outside/secret.txt"])
+def test_dotdot_escape_raises(safe_resolve, tree, path):
+    """'..' that climbs out of the root raises ValueError."""
+    rejected(safe_resolve, tree, path, "the path climbs out of the repository",
+             "resolve the joined path, then check it is still inside the resolved root")
+
+
+def test_absolute_path_outside_raises(safe_resolve, tree):
+    """An absolute path elsewhere on the disk raises ValueError."""
+    rejected(safe_resolve, tree, str(tree.outside / "secret.txt"), "absolute path outside the repository",
+             "root / '/abs/path' IS '/abs/path': joining does not contain anything, the check must")
+
+
+def test_sibling_with_shared_prefix_raises(safe_resolve, tree):
+    """'../repo_evil/x.py' is outside even though '/tmp/repo_evil' starts with '/tmp/repo'."""
+    rejected(safe_resolve, tree, "../repo_evil/x.py", "repo_evil is a sibling, not a sub-folder",
+             "str(target).startswith(str(root)) is the classic bug; compare path components "
+             "(Path.is_relative_to or root in target.parents)")
+
+
+def test_symlinked_file_leading_out_raises(safe_resolve, tree, symlink):
+    """A symlink inside the repository that points at a file outside raises ValueError."""
+    symlink(tree.root / "innocent.txt", tree.outside / "secret.txt")
+    rejected(safe_resolve, tree, "innocent.txt", "the link's real target is outside",
+             "os.path.normpath and os.path.abspath do not follow symlinks; Path.resolve() does")
+
+
+def test_symlinked_directory_leading_out_raises(safe_resolve, tree, symlink):
+    """A directory symlink that leads out makes every path through it an escape."""
+    symlink(tree.root / "docs", tree.outside)
+    rejected(safe_resolve, tree, "docs/secret.txt", "docs/ is a link to a folder outside",
+             "resolve the whole path, not just the last component")
+
+
+def test_nul_byte_raises(safe_resolve, tree):
+    """A NUL byte in the path raises ValueError (not an OS error from deep inside)."""
+    rejected(safe_resolve, tree, "src/config.py\x00.txt", "NUL bytes are never part of a real file name",
+             "check for '\\x00' before touching the filesystem")
+
+
+@pytest.mark.parametrize("bad", [None, 42, ["src", "config.py"], b"src/config.py"], ids=["None", "int", "list", "bytes"])
+def test_non_string_path_raises(safe_resolve, tree, bad):
+    """Tool arguments are untrusted: a path that is not a str raises ValueError."""
+    rejected(safe_resolve, tree, bad, "the path is not a string",
+             "the model can send any JSON type; check isinstance(rel_path, str) first")

@@ -1,0 +1,138 @@
+"""The agentic loop: ask the model, run the tools it asks for, feed the results back, repeat.
+
+This file speaks the protocol only. It never builds a path or opens a file: every tool call
+goes through tools.dispatch_tool, which already knows the repository root.
+
+Learner-owned (the rest of this file is provided):
+    parse_tool_calls  M2  turn the model's message into ToolCall objects (json.loads!)
+    run_agent         M4  the bounded loop
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from tools import TOOL_SCHEMAS, dispatch_tool
+
+# A confused model can ask for tools forever; the loop never makes more model calls than this.
+DEFAULT_MAX_STEPS = 10
+
+# What a capped run's return value starts with, so callers can tell "stopped" from "answered".
+MAX_STEPS_REACHED = "MAX_STEPS_REACHED"
+
+
+@dataclass
+class ToolCall:
+    """One tool call requested by the model, with its arguments already parsed.
+
+    ``error`` is set (and ``arguments`` is {}) when the model's arguments could not be used:
+    the loop then sends the error back as this call's result instead of running the tool.
+    """
+
+    id: str
+    name: str
+    arguments: dict
+    error: str | None = None
+
+
+def assistant_turn(message) -> dict:
+    """The model's tool-calling message as a plain, JSON-serializable dict for ``messages``.
+
+    Providers require this turn (with its ``tool_calls``) right before the tool results. A dict
+    rather than LiteLLM's Message object: ``json.dumps`` can save it, and some providers mutate
+    the object if it is sent back. Content is "" rather than None because some local servers
+    reject a tool-calling turn without it.
+    """
+    calls = []
+    for raw in getattr(message, "tool_calls", None) or []:
+        arguments = raw.function.arguments
+        if not _is_json_object(arguments):
+            arguments = "{}"  # the parse error reaches the model as this call's result instead
+        calls.append(
+            {
+                "id": raw.id,
+                "type": "function",
+                "function": {"name": raw.function.name, "arguments": arguments},
+            }
+        )
+    return {"role": "assistant", "content": getattr(message, "content", None) or "", "tool_calls": calls}
+
+
+def _is_json_object(text) -> bool:
+    try:
+        return isinstance(json.loads(text), dict)
+    except (TypeError, ValueError):
+        return False
+
+
+def tool_result(call_id: str, content: str) -> dict:
+    """The message that answers one tool call."""
+    return {"role": "tool", "tool_call_id": call_id, "content": content}
+
+
+def parse_tool_calls(message) -> list[ToolCall]:
+    """Extract the tool calls from a model message (LiteLLM's shape) as ToolCall objects.
+
+    Contract:
+        message   has ``.content`` and ``.tool_calls``; each call has ``.id``,
+                  ``.function.name`` and ``.function.arguments``, which is a JSON *string*.
+        returns   one ToolCall per requested call, in order, with ``arguments`` as a dict;
+                  [] when there are no tool calls (attribute missing, None, or []).
+        never     raises for bad arguments: malformed JSON, or JSON that is not an object,
+                  gives a ToolCall with ``arguments={}`` and ``error`` saying what was wrong.
+
+    Hint: ``getattr(message, "tool_calls", None) or []`` covers the three "no calls" cases;
+    ``json.loads`` the arguments string inside try/except. See lesson/lesson.agent.md,
+    "Section 4: Guided Examples" (Example 2).
+    """
+    calls = []
+    for raw in getattr(message, "tool_calls", None) or []:
+        text = raw.function.arguments
+        try:
+            arguments = json.loads(text) if text else {}  # some providers send "" for no arguments
+        except (TypeError, ValueError) as exc:
+            calls.append(ToolCall(raw.id, raw.function.name, {}, f"arguments are not valid JSON ({exc}): {str(text)[:200]!r}"))
+            continue
+        if not isinstance(arguments, dict):
+            calls.append(ToolCall(raw.id, raw.function.name, {}, f"arguments must be a JSON object, got {type(arguments).__name__}"))
+            continue
+        calls.append(ToolCall(raw.id, raw.function.name, arguments))
+    return calls
+
+
+def run_agent(messages, repo_root, complete, max_steps=DEFAULT_MAX_STEPS) -> str:
+    """Run the tool loop until the model answers or ``max_steps`` model calls have been made.
+
+    Contract:
+        messages   the conversation so far (system, user, ...); extended IN PLACE, append-only,
+                   with plain dicts, so afterwards it is the whole JSON-serializable transcript.
+        repo_root  passed to dispatch_tool; the loop itself never touches the filesystem.
+        complete   ``complete(messages, tools)`` returns the assistant message (LiteLLM's shape).
+        returns    the model's final text when it answers without tool calls (that answer is
+                   also appended as an assistant message); otherwise, after ``max_steps`` model
+                   calls, a string starting with MAX_STEPS_REACHED.
+
+    Each step: call ``complete(messages, TOOL_SCHEMAS)``; if it requested tools, append
+    ``assistant_turn(message)``, then exactly one ``tool_result(call.id, ...)`` per call, in the
+    order requested. A call with ``error`` set gets "Error: ..." as its result; every other call
+    gets ``dispatch_tool(call.name, call.arguments, repo_root)``.
+
+    Hint: a ``for step in range(max_steps)`` loop cannot run away; ``while True`` can.
+    See lesson/lesson.agent.md, "Section 3: Technical Explanation" and Example 3.
+    """
+    for _ in range(max_steps):
+        message = complete(messages, TOOL_SCHEMAS)
+        calls = parse_tool_calls(message)
+        if not calls:
+            answer = getattr(message, "content", None) or ""
+            messages.append({"role": "assistant", "content": answer})
+            return answer
+        messages.append(assistant_turn(message))
+        for call in calls:
+            if call.error:
+                result = f"Error: {call.error}. Call {call.name} again with a JSON object as arguments."
+            else:
+                result = dispatch_tool(call.name, call.arguments, repo_root)
+            messages.append(tool_result(call.id, result))
+    return f"{MAX_STEPS_REACHED}: no final answer after {max_steps} model calls; the model kept calling tools."
