@@ -19,10 +19,7 @@ from pathlib import Path
 import pytest
 
 from harness.milestones import ALL, BY_ID, MILESTONES, Milestone, milestone_of_test_file
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-CODE_DIR = REPO_ROOT / "code"
-REFERENCE_DIR = REPO_ROOT / "rubric" / "reference"
+from harness.paths import CODE_DIR, REFERENCE_DIR
 MILESTONE_KEY = pytest.StashKey[Milestone]()
 NOT_DONE_PREFIX = "NOT DONE YET"
 CACHE_KEY = "lesson06/current"
@@ -36,6 +33,7 @@ def pytest_addoption(parser):
     group.addoption("--hint", nargs="?", const="", default=None, metavar="M1[:TIER]",
                     help="print the hints for your current milestone (or M1..M6, tier 1-3) and exit")
     group.addoption("--outcomes", default=None, metavar="FILE", help="write every test's outcome to FILE as JSON (course checks)")
+    group.addoption("--impl-dir", default=None, metavar="DIR", help="test the modules in DIR (course checks: known-wrong variants)")
 
 
 class Board:
@@ -67,8 +65,10 @@ class Board:
 def pytest_configure(config):
     config.addinivalue_line("markers", "live: calls a real provider with your key (opt-in: python -m pytest -m live)")
     impl = REFERENCE_DIR if config.getoption("reference") else CODE_DIR
+    if config.getoption("impl_dir"):
+        impl = Path(config.getoption("impl_dir")).resolve()
     sys.path.insert(0, str(impl))  # ahead of code/, so `import tools` picks the implementation under test
-    os.environ["LESSON06_IMPL"] = "reference" if impl == REFERENCE_DIR else "code"
+    os.environ["LESSON06_IMPL"] = "reference" if impl == REFERENCE_DIR else "code" if impl == CODE_DIR else str(impl)
     config.stash[BOARD_KEY] = None
 
 

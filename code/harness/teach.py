@@ -8,19 +8,9 @@ or its file does not import) and ``check()`` / ``fail()`` to report.
 from __future__ import annotations
 
 import importlib
-from pathlib import Path
-
 import pytest
 
 from harness.milestones import LEARNER_FUNCTIONS, Milestone
-
-REPO_ROOT = Path(__file__).resolve().parents[2]
-
-
-def implementation_dir() -> Path:
-    """The folder the lab modules are imported from: code/ or, with --reference, rubric/reference/."""
-    return Path(importlib.import_module("tools").__file__).resolve().parent
-
 
 def learner(qualified: str):
     """Return the function ``module.name`` from the implementation under test.

@@ -9,14 +9,7 @@ from types import SimpleNamespace
 
 import pytest
 
-FIXTURE_REPO = Path(__file__).resolve().parents[1] / "fixture_repo"
-# The fixture's .env holds this value; no tool output may ever contain it.
-SENTINEL = "SENTINEL-do-not-leak"
-
-
-def hide_tmp(text, tmp_path) -> str:
-    """Shorten temporary paths in failure messages: /tmp/pytest-of-x/.../repo -> <tmp>/repo."""
-    return str(text).replace(str(tmp_path.resolve()), "<tmp>").replace(str(tmp_path), "<tmp>")
+from harness.paths import FIXTURE_REPO
 
 
 @pytest.fixture

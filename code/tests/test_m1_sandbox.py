@@ -10,7 +10,7 @@ from pathlib import Path
 
 import pytest
 
-from conftest import hide_tmp
+from harness.paths import hide_tmp
 from harness.milestones import BY_ID
 from harness.teach import check, fail, learner, show
 

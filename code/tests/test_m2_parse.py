@@ -1,0 +1,119 @@
+"""M2 - Parse tool calls: agent_loop.parse_tool_calls turns the model's message into ToolCalls.
+
+The trap this milestone is about: ``function.arguments`` arrives as a JSON *string*.
+"""
+
+from __future__ import annotations
+
+from types import SimpleNamespace
+
+import pytest
+
+from harness.milestones import BY_ID
+from harness.scripted import answer, call, turn
+from harness.teach import check, fail, learner, show
+
+M2 = BY_ID["M2"]
+FN = "agent_loop.parse_tool_calls"
+
+
+@pytest.fixture
+def parse():
+    return learner(FN)
+
+
+def parsed(parse, message, called: str):
+    try:
+        return parse(message)
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        fail(M2, FN, called, "a list of ToolCall, and no exception", f"raised {type(exc).__name__}: {exc}",
+             "bad input from the model must never crash the loop: catch it and mark the call with error=...")
+
+
+def test_arguments_json_string_becomes_a_dict(parse):
+    """The JSON string in function.arguments comes back as a dict on ToolCall.arguments."""
+    msg = turn(call("read_file", {"path": "config.py"}, call_id="call_1"))
+    called = "parse_tool_calls(<message with read_file, arguments='{\"path\": \"config.py\"}'>)"
+    calls = parsed(parse, msg, called)
+    check(isinstance(calls, list) and len(calls) == 1, M2, FN, called, "a list with exactly 1 ToolCall", show(calls),
+          "build one ToolCall per entry in message.tool_calls")
+    got = calls[0].arguments
+    check(isinstance(got, dict), M2, FN, called, "arguments == {'path': 'config.py'} (a dict)",
+          f"{type(got).__name__}: {show(got)}",
+          "arguments arrive as a JSON string: json.loads(raw.function.arguments) (lesson: Section 9, first row)")
+    check(got == {"path": "config.py"}, M2, FN, called, "{'path': 'config.py'}", show(got),
+          "json.loads the whole arguments string")
+
+
+def test_id_and_name_are_kept(parse):
+    """Each ToolCall keeps the provider's id (needed to answer it) and the tool name."""
+    msg = turn(call("search_code", {"query": "def total"}, call_id="call_abc"))
+    called = "parse_tool_calls(<message with one search_code call, id='call_abc'>)"
+    calls = parsed(parse, msg, called)
+    check(len(calls) == 1 and calls[0].id == "call_abc" and calls[0].name == "search_code", M2, FN, called,
+          "ToolCall(id='call_abc', name='search_code', ...)", show(calls),
+          "copy raw.id and raw.function.name: the tool result must quote this exact id")
+    check(not getattr(calls[0], "error", None), M2, FN, called, "error is None for valid arguments",
+          show(calls[0]), "only set error when the arguments could not be parsed")
+
+
+@pytest.mark.parametrize("message", [
+    answer("done", tool_calls=None),
+    answer("done", tool_calls=[]),
+    SimpleNamespace(content="done"),
+], ids=["tool_calls=None", "tool_calls=[]", "no tool_calls attribute"])
+def test_no_tool_calls_gives_empty_list(parse, message):
+    """A message with no tool calls (None, [], or no attribute at all) parses to []: the model answered."""
+    called = f"parse_tool_calls(<answer: content='done', tool_calls {'missing' if not hasattr(message, 'tool_calls') else repr(message.tool_calls)}>)"
+    calls = parsed(parse, message, called)
+    check(calls == [], M2, FN, called, "[]", show(calls),
+          "getattr(message, 'tool_calls', None) or [] covers all three shapes")
+
+
+def test_parallel_calls_keep_their_order(parse):
+    """Several calls in one turn come back in the order the model sent them."""
+    msg = turn(call("list_directory", {"path": "."}, call_id="a"), call("read_file", {"path": "README.md"}, call_id="b"),
+               call("search_code", {"query": "price"}, call_id="c"))
+    called = "parse_tool_calls(<message with 3 parallel calls a, b, c>)"
+    calls = parsed(parse, msg, called)
+    got = [(c.id, c.name) for c in calls]
+    check(got == [("a", "list_directory"), ("b", "read_file"), ("c", "search_code")], M2, FN, called,
+          "[('a', 'list_directory'), ('b', 'read_file'), ('c', 'search_code')]", show(got),
+          "loop over every entry of message.tool_calls, not just the first")
+
+
+def test_malformed_json_is_marked_not_raised(parse):
+    """Broken JSON never raises: the call comes back with arguments={} and an error to tell the model."""
+    msg = turn(call("read_file", raw='{"path": "config.py"', call_id="bad"))
+    called = "parse_tool_calls(<message whose arguments are '{\"path\": \"config.py\"' (no closing brace)>)"
+    calls = parsed(parse, msg, called)
+    check(len(calls) == 1, M2, FN, called, "1 ToolCall marked with an error", show(calls),
+          "keep the call: the loop must still answer its id")
+    check(calls[0].id == "bad" and calls[0].arguments == {} and bool(calls[0].error), M2, FN, called,
+          "ToolCall(id='bad', arguments={}, error='<what was wrong>')", show(calls[0]),
+          "catch json.JSONDecodeError (a ValueError) and set error=...")
+
+
+@pytest.mark.parametrize("raw", ['["config.py"]', '"config.py"', "42", "null"])
+def test_json_that_is_not_an_object_is_marked(parse, raw):
+    """Valid JSON that is not an object (list, string, number, null) is marked with an error too."""
+    msg = turn(call("read_file", raw=raw, call_id="odd"))
+    called = f"parse_tool_calls(<message whose arguments are {raw!r}>)"
+    calls = parsed(parse, msg, called)
+    check(len(calls) == 1 and calls[0].arguments == {} and bool(calls[0].error), M2, FN, called,
+          "ToolCall(id='odd', arguments={}, error='arguments must be a JSON object ...')", show(calls),
+          "after json.loads, check isinstance(args, dict); tools take named arguments only")
+
+
+def test_valid_and_broken_calls_in_one_turn(parse):
+    """One broken call does not hide the valid calls next to it."""
+    msg = turn(call("read_file", {"path": "a.py"}, call_id="ok1"), call("read_file", raw="{oops", call_id="bad"),
+               call("search_code", {"query": "x"}, call_id="ok2"))
+    called = "parse_tool_calls(<3 calls: valid, broken JSON, valid>)"
+    calls = parsed(parse, msg, called)
+    got = [(c.id, c.arguments, bool(c.error)) for c in calls]
+    expected = [("ok1", {"path": "a.py"}, False), ("bad", {}, True), ("ok2", {"query": "x"}, False)]
+    check(got == expected, M2, FN, called, show(expected), show(got),
+          "handle each call on its own: `continue` after marking a broken one")

@@ -1,0 +1,202 @@
+"""M4 - The loop: agent_loop.run_agent calls the model, runs tools, feeds results back, stops.
+
+The model here is scripted (harness/scripted.py) and sits behind a strict fake provider
+(harness/strict_provider.py) that rejects a malformed conversation the way a real API does.
+The tools are real: they read code/fixture_repo.
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+
+import pytest
+
+from harness.milestones import BY_ID
+from harness.paths import SENTINEL
+from harness.scripted import AlwaysCallsTool, RunawayLoop, ScriptedModel, answer, call, turn
+from harness.strict_provider import ProviderRejected, StrictProvider
+from harness.teach import check, fail, learner, show
+
+M4 = BY_ID["M4"]
+FN = "agent_loop.run_agent"
+QUESTION = "Why does order_total raise AttributeError?"
+
+
+@pytest.fixture
+def run_agent():
+    return learner(FN)
+
+
+@pytest.fixture
+def loop_module():
+    return importlib.import_module("agent_loop")
+
+
+def start():
+    return [{"role": "system", "content": "You answer questions about a repository."},
+            {"role": "user", "content": QUESTION}]
+
+
+def drive(run_agent, model, repo, called, max_steps=None):
+    """Run the learner's loop behind the strict provider; turn provider errors into lessons."""
+    messages = start()
+    kwargs = {} if max_steps is None else {"max_steps": max_steps}
+    try:
+        result = run_agent(messages, repo, StrictProvider(model), **kwargs)
+    except NotImplementedError:
+        raise
+    except ProviderRejected as exc:
+        fail(M4, FN, called, "every request accepted by the (strict fake) provider", f"rejected: {exc}",
+             "append assistant_turn(message) FIRST, then one tool_result(call.id, ...) per call "
+             "(lesson: Section 9, 'Tool results without the assistant turn')")
+    except RunawayLoop as exc:
+        fail(M4, FN, called, f"stop after max_steps model calls", f"{exc}",
+             "loop with `for step in range(max_steps)`, never `while True`")
+    except Exception as exc:
+        fail(M4, FN, called, "a returned string (tool problems become observations)",
+             f"raised {type(exc).__name__}: {exc}", "a tool problem must never end the run: dispatch_tool returns text")
+    return result, messages
+
+
+def tool_messages(messages):
+    return [m for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
+
+
+def test_runs_a_tool_then_returns_the_answer(run_agent, fixture_repo):
+    """With a scripted model: one read_file, then the final answer is returned."""
+    model = ScriptedModel([turn(call("read_file", {"path": "shop/models.py"}, call_id="c1")),
+                           answer("Item defines price, not cost (shop/models.py:11).")])
+    called = "run_agent(messages, fixture_repo, <model: read_file, then answer>)"
+    result, messages = drive(run_agent, model, fixture_repo, called)
+    check(result == "Item defines price, not cost (shop/models.py:11).", M4, FN, called,
+          "the model's final content", show(result), "when parse_tool_calls returns [], return message.content")
+    check(model.calls == 2, M4, FN, called, "2 model calls (tool call, then answer)", f"{model.calls} calls",
+          "call the model again after feeding the tool results back")
+    results = tool_messages(model.requests[1])
+    check(len(results) == 1 and "price: float" in results[0]["content"], M4, FN, called,
+          "the 2nd request carries the tool result with shop/models.py's text",
+          show(results), "append tool_result(call.id, dispatch_tool(...)) before calling the model again")
+
+
+def test_answer_without_tools_returns_immediately(run_agent, fixture_repo):
+    """A model that answers straight away is called once and its content returned."""
+    model = ScriptedModel([answer("It is a tiny shop.")])
+    called = "run_agent(messages, fixture_repo, <model that answers at once>)"
+    result, _ = drive(run_agent, model, fixture_repo, called)
+    check(result == "It is a tiny shop." and model.calls == 1, M4, FN, called, "'It is a tiny shop.' after 1 call",
+          f"{show(result)} after {model.calls} calls", "no tool calls means the model is done: return its content")
+
+
+def test_always_calling_model_stops_at_max_steps(run_agent, fixture_repo, loop_module):
+    """A model that never stops asking for tools is cut off after max_steps calls."""
+    model = AlwaysCallsTool("read_file", {"path": "README.md"})
+    called = "run_agent(messages, fixture_repo, <model that always calls read_file>, max_steps=3)"
+    result, _ = drive(run_agent, model, fixture_repo, called, max_steps=3)
+    check(model.calls == 3, M4, FN, called, "exactly 3 model calls", f"{model.calls} calls",
+          "max_steps counts model calls: for step in range(max_steps)")
+    check(isinstance(result, str) and result.startswith(loop_module.MAX_STEPS_REACHED), M4, FN, called,
+          f"a string starting with {loop_module.MAX_STEPS_REACHED!r}", show(result),
+          "after the loop, return a message that starts with MAX_STEPS_REACHED so callers can tell")
+
+
+def test_default_max_steps_applies(run_agent, fixture_repo, loop_module):
+    """Without max_steps the default cap (DEFAULT_MAX_STEPS) still holds."""
+    model = AlwaysCallsTool("list_directory", {"path": "."})
+    called = "run_agent(messages, fixture_repo, <model that always calls list_directory>)"
+    result, _ = drive(run_agent, model, fixture_repo, called)
+    check(model.calls == loop_module.DEFAULT_MAX_STEPS, M4, FN, called,
+          f"{loop_module.DEFAULT_MAX_STEPS} model calls (DEFAULT_MAX_STEPS)", f"{model.calls} calls",
+          "keep the signature's default: max_steps=DEFAULT_MAX_STEPS")
+
+
+def test_assistant_turn_precedes_its_results(run_agent, fixture_repo):
+    """The transcript reads: assistant turn with tool_calls, then its tool results, then the answer."""
+    model = ScriptedModel([turn(call("search_code", {"query": "item.cost"}, call_id="s1")), answer("service.py:9")])
+    called = "run_agent(messages, fixture_repo, <model: search_code, then answer>)"
+    _, messages = drive(run_agent, model, fixture_repo, called)
+    roles = [m.get("role") for m in messages]
+    check(roles == ["system", "user", "assistant", "tool", "assistant"], M4, FN, called,
+          "roles system, user, assistant, tool, assistant", show(roles),
+          "append the assistant turn, then the tool result, then (at the end) the final answer")
+    turn_msg = messages[2]
+    ids = [c.get("id") for c in turn_msg.get("tool_calls") or []]
+    check(ids == ["s1"] and messages[3].get("tool_call_id") == "s1", M4, FN, called,
+          "the assistant turn carries tool_calls with id 's1', answered by tool_call_id 's1'",
+          show(messages[2:4]), "use assistant_turn(message) and tool_result(call.id, result)")
+
+
+def test_parallel_calls_are_all_answered_in_order(run_agent, fixture_repo):
+    """Three calls in one turn get three results, in the order requested, before the next model call."""
+    model = ScriptedModel([
+        turn(call("list_directory", {"path": "shop"}, call_id="p1"), call("read_file", {"path": "shop/models.py"}, call_id="p2"),
+             call("search_code", {"query": "TAX_RATE"}, call_id="p3")),
+        answer("done"),
+    ])
+    called = "run_agent(messages, fixture_repo, <model: 3 parallel calls p1, p2, p3, then answer>)"
+    drive(run_agent, model, fixture_repo, called)
+    got = [m["tool_call_id"] for m in tool_messages(model.requests[1])]
+    check(got == ["p1", "p2", "p3"], M4, FN, called, "tool results for p1, p2, p3 in that order", show(got),
+          "loop over every parsed call, not just the first")
+
+
+def test_bad_json_reaches_the_model_as_an_observation(run_agent, fixture_repo):
+    """Broken arguments do not crash the run: the model is told, and can try again."""
+    model = ScriptedModel([turn(call("read_file", raw='{"path": "shop/models.py"', call_id="b1")),
+                           turn(call("read_file", {"path": "shop/models.py"}, call_id="b2")),
+                           answer("price")])
+    called = "run_agent(messages, fixture_repo, <model: broken JSON, then a valid call, then answer>)"
+    result, _ = drive(run_agent, model, fixture_repo, called)
+    first = tool_messages(model.requests[1])
+    check(len(first) == 1 and first[0]["tool_call_id"] == "b1" and first[0]["content"].startswith("Error:"),
+          M4, FN, called, "the 2nd request answers b1 with 'Error: ...'", show(first),
+          "a ToolCall with .error set gets 'Error: ' + its error as the result; don't dispatch it")
+    check(result == "price", M4, FN, called, "the run continues to the answer 'price'", show(result),
+          "after an error observation, loop again: the model can correct itself")
+
+
+def test_tool_errors_are_observations(run_agent, fixture_repo):
+    """A refused path becomes the call's result; the secret never reaches the model."""
+    model = ScriptedModel([turn(call("read_file", {"path": "../../etc/passwd"}, call_id="e1"),
+                                call("read_file", {"path": ".env"}, call_id="e2")),
+                           answer("I cannot read those.")])
+    called = "run_agent(messages, fixture_repo, <model: read ../../etc/passwd and .env, then answer>)"
+    result, messages = drive(run_agent, model, fixture_repo, called)
+    results = tool_messages(model.requests[1])
+    check(len(results) == 2 and all(r["content"].startswith("Error:") for r in results), M4, FN, called,
+          "two 'Error: ...' tool results", show(results), "send dispatch_tool's text back as the result, errors included")
+    check(SENTINEL not in json.dumps(messages), M4, FN, called, "no .env secret anywhere in the transcript",
+          "the sentinel was in the transcript", "every file access goes through dispatch_tool")
+
+
+def test_transcript_is_extended_in_place_and_serializable(run_agent, fixture_repo):
+    """messages grows in place (append-only) and json.dumps(messages) works afterwards."""
+    model = ScriptedModel([turn(call("read_file", {"path": "README.md"}, call_id="r1")), answer("ok")])
+    messages = start()
+    original = [dict(m) for m in messages]
+    called = "run_agent(messages, fixture_repo, <model: read README.md, then answer>)"
+    try:
+        run_agent(messages, fixture_repo, StrictProvider(model))
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        fail(M4, FN, called, "a returned string", f"raised {type(exc).__name__}: {exc}",
+             "see the contract in run_agent's docstring")
+    check(len(messages) == 5 and messages[:2] == original, M4, FN, called,
+          "the same list, now 5 messages, first two unchanged", f"{len(messages)} messages: {show(messages)}",
+          "append to the list you were given; never rebuild or reorder it")
+    try:
+        json.dumps(messages)
+    except TypeError as exc:
+        fail(M4, FN, called, "json.dumps(messages) works", f"TypeError: {exc}",
+             "append plain dicts: assistant_turn(message), not the Message object itself")
+
+
+def test_the_tools_are_offered_to_the_model(run_agent, fixture_repo):
+    """Every model call receives TOOL_SCHEMAS, so the model knows which tools exist."""
+    model = ScriptedModel([answer("ok")])
+    called = "run_agent(messages, fixture_repo, <model>)"
+    drive(run_agent, model, fixture_repo, called)
+    names = [t["function"]["name"] for t in model.tools_seen[0] or []]
+    check(names == ["read_file", "list_directory", "search_code"], M4, FN, called,
+          "complete(messages, TOOL_SCHEMAS)", show(names), "pass TOOL_SCHEMAS as the second argument of complete")

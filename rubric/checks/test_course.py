@@ -1,0 +1,140 @@
+"""Course checks (maintainers): the lab is honest.
+
+- every guiding test fails on the shipped stubs, because of the stub (NotImplementedError),
+  never because of a collection or import error;
+- the reference solution mirrors the stubs: identical modules except the learner-owned bodies;
+- every stub carries TODO(Mn), a contract and a hint;
+- each classic mistake from the lesson's common-mistakes table, planted into the reference,
+  is caught by the test whose name describes it (so no guiding test is one that cannot fail);
+- the M1-M4 tests never import litellm.
+
+Run with the maintainer command in README.md (these files are not collected by a learner's
+plain `python -m pytest`).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.milestones import LEARNER_FUNCTIONS, MILESTONES
+from harness.paths import CODE_DIR, REFERENCE_DIR, REPO_ROOT
+
+from mutants import MUTANTS
+
+LAB_MODULES = ("tools.py", "agent_loop.py")
+CORE_TESTS = [f"code/tests/{p.name}" for p in sorted((CODE_DIR / "tests").glob("test_m[1-4]_*.py"))]
+
+
+def run_pytest(args, tmp_path, name="outcomes"):
+    """Run the guiding tests in a fresh interpreter and return the outcome record."""
+    out = tmp_path / f"{name}.json"
+    env = {k: v for k, v in os.environ.items() if k != "LESSON06_IMPL"}
+    proc = subprocess.run(
+        [sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--outcomes", str(out), *args],
+        cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=600,
+    )
+    assert out.exists(), f"pytest wrote no outcomes (exit {proc.returncode}):\n{proc.stdout[-3000:]}\n{proc.stderr[-2000:]}"
+    return proc, json.loads(out.read_text())
+
+
+def test_every_guiding_test_fails_on_the_stubs_because_of_the_stub(tmp_path):
+    proc, record = run_pytest(["--unlock-all", "code/tests"], tmp_path)
+    assert "error" not in proc.stdout.split("\n")[-2], proc.stdout[-2000:]  # no collection errors
+    tests = [t for t in record["tests"] if t["when"] == "call" or t["outcome"] == "failed"]
+    by_node = {}
+    for t in tests:
+        by_node.setdefault(t["nodeid"], t)
+    assert by_node, "no guiding tests ran"
+    wrong = [f"{n}: {t['outcome']} ({t['message'][:200]})" for n, t in by_node.items()
+             if not (t["outcome"] == "failed" and t["not_done"])]
+    live = [n for n, t in by_node.items() if "live" in n]
+    wrong = [w for w in wrong if w.split(":")[0] not in live]
+    assert not wrong, "guiding tests that do not fail on the stubs because of NotImplementedError:\n" + "\n".join(wrong)
+
+
+def test_core_milestone_tests_do_not_import_litellm(tmp_path):
+    _, record = run_pytest(["--reference", *CORE_TESTS], tmp_path)
+    assert record["tests"], "no tests ran"
+    assert not record["litellm_imported"], "the M1-M4 tests imported litellm (costs ~3 s per run)"
+
+
+def _blank_learner_bodies(path: Path) -> str:
+    """The module's AST dump with every learner-owned function body replaced by its docstring."""
+    tree = ast.parse(path.read_text(encoding="utf-8"))
+    learner = {q.split(".")[1] for q in LEARNER_FUNCTIONS if q.split(".")[0] == path.stem}
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef) and node.name in learner:
+            node.body = node.body[:1]
+    return ast.dump(tree, include_attributes=False)
+
+
+@pytest.mark.parametrize("module", LAB_MODULES)
+def test_reference_mirrors_the_stubs(module):
+    stub, reference = CODE_DIR / module, REFERENCE_DIR / module
+    assert _blank_learner_bodies(stub) == _blank_learner_bodies(reference), (
+        f"code/{module} and rubric/reference/{module} differ outside the learner-owned function "
+        "bodies (or in their docstrings): change both together"
+    )
+
+
+@pytest.mark.parametrize("qualified", sorted(LEARNER_FUNCTIONS))
+def test_every_stub_has_todo_contract_and_hint(qualified):
+    module, name = qualified.split(".")
+    milestone = LEARNER_FUNCTIONS[qualified].id
+    source = (CODE_DIR / f"{module}.py").read_text(encoding="utf-8")
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == name)
+    doc = ast.get_docstring(node) or ""
+    assert "Contract:" in doc and "Hint:" in doc and "lesson/lesson.agent.md" in doc, f"{qualified}: docstring lacks contract/hint"
+    body = ast.get_source_segment(source, node)
+    assert f"# TODO({milestone})" in body, f"{qualified}: no TODO({milestone}) comment"
+    raises = [n for n in ast.walk(node) if isinstance(n, ast.Raise)]
+    assert len(node.body) == 2 and len(raises) == 1, f"{qualified}: the stub should be a docstring and one raise"
+    message = ast.literal_eval(raises[0].exc.args[0])
+    assert message.startswith(f"{milestone}:"), f"{qualified}: NotImplementedError message must start with '{milestone}:'"
+
+
+def test_only_the_four_learner_functions_are_stubs():
+    for module in LAB_MODULES:
+        source = (CODE_DIR / module).read_text(encoding="utf-8")
+        stubs = {n.name for n in ast.walk(ast.parse(source)) if isinstance(n, ast.FunctionDef)
+                 and any(isinstance(r, ast.Raise) and "NotImplementedError" in ast.dump(r) for r in ast.walk(n))}
+        expected = {q.split(".")[1] for q in LEARNER_FUNCTIONS if q.startswith(module[:-3] + ".")}
+        assert stubs == expected, f"code/{module}: stubs {sorted(stubs)}, expected {sorted(expected)}"
+
+
+def test_milestones_one_to_four_name_the_learner_functions():
+    names = [fn for m in MILESTONES[:4] for fn in m.functions]
+    assert names == ["tools.safe_resolve", "agent_loop.parse_tool_calls", "tools.dispatch_tool", "agent_loop.run_agent"]
+
+
+def _plant(mutant, target_dir: Path) -> None:
+    """Copy the reference modules into target_dir with one function replaced by a known-wrong one."""
+    for module in LAB_MODULES:
+        shutil.copy(REFERENCE_DIR / module, target_dir / module)
+    path = target_dir / mutant.module
+    source = path.read_text(encoding="utf-8")
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == mutant.function)
+    lines = source.splitlines(keepends=True)
+    doc_end = node.body[0].end_lineno
+    body = "".join("    " + line + "\n" if line else "\n" for line in mutant.body.strip("\n").splitlines())
+    lines[doc_end:node.end_lineno] = [body]
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+@pytest.mark.parametrize("mutant", MUTANTS, ids=[m.name for m in MUTANTS])
+def test_each_classic_mistake_is_caught_by_the_test_named_for_it(mutant, tmp_path):
+    impl = tmp_path / "impl"
+    impl.mkdir()
+    _plant(mutant, impl)
+    _, record = run_pytest(["--impl-dir", str(impl), "--unlock-all", *CORE_TESTS], tmp_path)
+    failed = {t["nodeid"].split("::", 1)[1] for t in record["tests"] if t["outcome"] == "failed"}
+    missed = [name for name in mutant.caught_by if not any(f.startswith(name) for f in failed)]
+    assert not missed, f"mistake {mutant.name!r} was not caught by {missed}; failing tests were {sorted(failed)}"
