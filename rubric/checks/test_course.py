@@ -138,3 +138,39 @@ def test_each_classic_mistake_is_caught_by_the_test_named_for_it(mutant, tmp_pat
     failed = {t["nodeid"].split("::", 1)[1] for t in record["tests"] if t["outcome"] == "failed"}
     missed = [name for name in mutant.caught_by if not any(f.startswith(name) for f in failed)]
     assert not missed, f"mistake {mutant.name!r} was not caught by {missed}; failing tests were {sorted(failed)}"
+
+
+def _copy_reference(tmp_path: Path) -> Path:
+    impl = tmp_path / "impl"
+    impl.mkdir()
+    for module in LAB_MODULES:
+        shutil.copy(REFERENCE_DIR / module, impl / module)
+    return impl
+
+
+def test_a_renamed_function_gets_a_friendly_message(tmp_path):
+    impl = _copy_reference(tmp_path)
+    path = impl / "tools.py"
+    path.write_text(path.read_text().replace("def safe_resolve(", "def safe_resolve_path("))
+    _, record = run_pytest(["--impl-dir", str(impl), "code/tests/test_m1_sandbox.py"], tmp_path)
+    first = next(t for t in record["tests"] if t["outcome"] == "failed")
+    assert "code/tools.py has no function safe_resolve" in first["message"], first["message"]
+
+
+def test_a_syntax_error_gets_a_friendly_message(tmp_path):
+    impl = _copy_reference(tmp_path)
+    path = impl / "agent_loop.py"
+    path.write_text(path.read_text().replace("    calls = []\n", "    calls = [\n", 1))
+    _, record = run_pytest(["--impl-dir", str(impl), "code/tests/test_m2_parse.py"], tmp_path)
+    first = next(t for t in record["tests"] if t["outcome"] == "failed")
+    assert "code/agent_loop.py does not import: SyntaxError on line" in first["message"], first["message"]
+
+
+@pytest.mark.parametrize("cwd", [".", "code"])
+def test_learner_command_works_from_the_root_and_from_code(cwd):
+    env = {k: v for k, v in os.environ.items() if k != "LESSON06_IMPL"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider"], cwd=REPO_ROOT / cwd,
+                          env=env, capture_output=True, text=True, timeout=600)
+    assert proc.returncode == 1, proc.stdout[-2000:]
+    assert "Lesson 06 milestones" in proc.stdout and "you are here: edit tools.safe_resolve" in proc.stdout, proc.stdout[-2000:]
+    assert "NOT DONE YET: M1" in proc.stdout and "Traceback" not in proc.stdout
