@@ -122,26 +122,31 @@ def resolve_visible(repo_root, path) -> Path:
 
 
 def iter_repo_files(repo_root):
-    """Yield (resolved_path, rel_path) for every visible regular file, in sorted order.
+    """Yield (path, rel_path) for every visible regular file, sorted by path.
 
     Does not follow symlinks (so no loops and no way out of the root) and skips excluded
     folders without entering them. Shared with context_selector.py so both see the same files.
     """
-    root = Path(repo_root).resolve()
-    for dirpath, dirnames, filenames in os.walk(root, followlinks=False):
-        dirnames[:] = sorted(d for d in dirnames if not is_excluded((d,)))
-        base = Path(dirpath)
-        rel_dir = base.relative_to(root).parts
-        for name in sorted(filenames):
-            if is_excluded(rel_dir + (name,)):
-                continue
-            path = base / name
-            try:
-                info = path.lstat()
-            except OSError:
-                continue
-            if stat.S_ISREG(info.st_mode):  # skips symlinks, FIFOs, sockets, devices
-                yield path, "/".join(rel_dir + (name,))
+    yield from _walk(Path(repo_root).resolve(), ())
+
+
+def _walk(folder, rel: tuple[str, ...]):
+    try:
+        with os.scandir(folder) as scan:
+            entries = sorted(scan, key=lambda e: e.name)
+    except OSError:  # unreadable folder: nothing to show from it
+        return
+    for entry in entries:
+        if is_excluded((entry.name,)):  # parents were judged on the way down
+            continue
+        parts = rel + (entry.name,)
+        try:
+            if entry.is_dir(follow_symlinks=False):
+                yield from _walk(entry.path, parts)
+            elif entry.is_file(follow_symlinks=False):  # skips symlinks, FIFOs, sockets, devices
+                yield Path(entry.path), "/".join(parts)
+        except OSError:
+            continue
 
 
 # --------------------------------------------------------------------------- the tools (provided)
@@ -304,10 +309,11 @@ def search_code(repo_root, query) -> str:
     total = 0
     for path, rel in iter_repo_files(repo_root):
         try:
-            if path.stat().st_size > MAX_SEARCH_FILE_BYTES:
-                continue
-            data = path.read_bytes()
+            with open(path, "rb") as fh:
+                data = fh.read(MAX_SEARCH_FILE_BYTES + 1)
         except OSError:
+            continue
+        if len(data) > MAX_SEARCH_FILE_BYTES:
             continue
         # Fast reject on the raw bytes before any decoding (most files do not match).
         if ascii_query and needle_bytes not in data.lower():
