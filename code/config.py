@@ -1,0 +1,180 @@
+"""Settings for the copilot: which model answers, where it runs, where caches live.
+
+Everything comes from environment variables, which you normally put in ``code/.env`` (copy
+``code/.env.example``). Precedence, strongest first:
+
+    1. a real environment variable (``export GROQ_API_KEY=...`` in your shell)
+    2. ``code/.env``
+    3. ``.env`` in the current directory
+    4. the defaults in this file
+
+Which model? ``default_model()`` decides: ``COPILOT_MODEL`` if you set it, otherwise the model
+of the FIRST provider in ``PROVIDER_DEFAULTS`` whose key is present. Groq is listed first, so
+with several keys configured the copilot defaults to Groq. Nothing configured at all raises
+``ConfigError`` with the exact lines to put in ``.env``.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass
+from pathlib import Path
+
+# LiteLLM downloads a model price list when it is imported (a 5 s stall offline). Only the exact
+# value "True" switches that off, and it must be set before `import litellm`: this module is
+# imported first, so it sets it here. Set it to something else yourself to get fresh prices.
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+CODE_DIR = Path(__file__).resolve().parent
+ENV_FILE = CODE_DIR / ".env"
+ENV_EXAMPLE = CODE_DIR / ".env.example"
+
+# Key variable -> default tool-capable model, in order of preference: the first key found wins.
+# Groq is first because its free tier needs no credit card, so a learner can run the whole lab at
+# no cost; the others follow as the next most common keys. Model names change: if a provider
+# retires one, set COPILOT_MODEL instead of editing this table.
+PROVIDER_DEFAULTS: tuple[tuple[str, str], ...] = (
+    ("GROQ_API_KEY", "groq/openai/gpt-oss-120b"),
+    ("OPENAI_API_KEY", "openai/gpt-4.1-mini"),
+    ("ANTHROPIC_API_KEY", "anthropic/claude-haiku-4-5"),
+    ("GEMINI_API_KEY", "gemini/gemini-2.5-flash"),
+    ("GOOGLE_API_KEY", "gemini/gemini-2.5-flash"),  # Gemini accepts either name
+)
+
+# Model prefix -> the key it needs. Used to say "you chose an OpenAI model but have no OpenAI key"
+# before a request fails with a provider's less helpful error.
+KEY_FOR_PREFIX = {
+    "groq": ("GROQ_API_KEY",),
+    "openai": ("OPENAI_API_KEY",),
+    "anthropic": ("ANTHROPIC_API_KEY",),
+    "gemini": ("GEMINI_API_KEY", "GOOGLE_API_KEY"),
+}
+
+# Sent as the key to a local OpenAI-compatible server that ignores keys (LiteLLM insists on one).
+PLACEHOLDER_API_KEY = "not-needed"
+
+NO_PROVIDER_MESSAGE = (
+    "no model provider is configured. Put one line in code/.env (copy code/.env.example): "
+    "GROQ_API_KEY=<your key> (Groq's free tier works), or OPENAI_API_KEY=..., "
+    "ANTHROPIC_API_KEY=..., GEMINI_API_KEY=...; for a local server put "
+    "COPILOT_API_BASE=http://localhost:11434 and COPILOT_MODEL=ollama_chat/<model> "
+    "(--context-only needs no provider)"
+)
+
+
+class ConfigError(Exception):
+    """The settings cannot work; the message says what to put in .env."""
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything copilot.py needs to reach a model. ``api_key`` None means "LiteLLM's own lookup"."""
+
+    model: str | None  # None only when loaded with need_model=False (--context-only)
+    api_base: str | None
+    api_key: str | None
+    embedding_model: str | None
+    embedding_api_base: str | None
+    embedding_api_key: str | None
+    cache_dir: Path
+
+
+def read_environment(dotenv_files=None, environ=None) -> dict[str, str]:
+    """Merge the .env files with the real environment; the real environment wins.
+
+    ``dotenv_files`` are listed strongest first (default: code/.env, then ./.env).
+    """
+    from dotenv import dotenv_values  # python-dotenv; imported here so `import config` stays cheap
+
+    if dotenv_files is None:
+        dotenv_files = [ENV_FILE, Path.cwd() / ".env"]
+    merged: dict[str, str] = {}
+    for path in reversed(list(dotenv_files)):  # weakest first, so stronger files overwrite
+        if Path(path).is_file():
+            merged.update({k: v for k, v in dotenv_values(path).items() if v is not None})
+    merged.update(os.environ if environ is None else environ)
+    return merged
+
+
+def default_model(env) -> str:
+    """The model to use: COPILOT_MODEL, else the first provider in PROVIDER_DEFAULTS with a key.
+
+    Raises ConfigError when neither is there (a COPILOT_API_BASE alone is not enough: a local
+    server serves whatever model you name, so name it).
+    """
+    if env.get("COPILOT_MODEL"):
+        return env["COPILOT_MODEL"]
+    for key_var, model in PROVIDER_DEFAULTS:
+        if env.get(key_var):
+            return model
+    if env.get("COPILOT_API_BASE"):
+        raise ConfigError(
+            "COPILOT_API_BASE is set but COPILOT_MODEL is not: name the model your server runs, "
+            "e.g. COPILOT_MODEL=ollama_chat/llama3.1 or COPILOT_MODEL=openai/<model> for an "
+            "OpenAI-compatible server"
+        )
+    raise ConfigError(NO_PROVIDER_MESSAGE)
+
+
+def api_key_for(model: str, api_base: str | None, env) -> str | None:
+    """The key to send with ``model``, or None to let LiteLLM look it up itself.
+
+    A hosted provider without its key is a ConfigError here, not a confusing provider error later.
+    """
+    if env.get("COPILOT_API_KEY"):
+        return env["COPILOT_API_KEY"]
+    prefix = model.split("/", 1)[0] if "/" in model else "openai"  # LiteLLM treats bare names as OpenAI
+    names = KEY_FOR_PREFIX.get(prefix, ())
+    for name in names:
+        if env.get(name):
+            return env[name]
+    if api_base:
+        return PLACEHOLDER_API_KEY  # a local server: most ignore the key, LiteLLM wants one anyway
+    if names:
+        raise ConfigError(
+            f"the model {model!r} needs {names[0]}, which is not set: put {names[0]}=<your key> "
+            "in code/.env, or choose another model with COPILOT_MODEL"
+        )
+    return None  # e.g. ollama_chat/ with its default local address: no key needed
+
+
+def default_cache_dir(env=None) -> Path:
+    """COPILOT_CACHE_DIR, else the user's cache folder (never inside the repository you ask about)."""
+    env = os.environ if env is None else env
+    if env.get("COPILOT_CACHE_DIR"):
+        return Path(env["COPILOT_CACHE_DIR"]).expanduser()
+    if sys.platform == "win32":
+        base = Path(env.get("LOCALAPPDATA") or Path.home() / "AppData" / "Local")
+    elif sys.platform == "darwin":
+        base = Path.home() / "Library" / "Caches"
+    else:
+        base = Path(env.get("XDG_CACHE_HOME") or Path.home() / ".cache")
+    return base / "lesson06-copilot"
+
+
+def load_settings(model=None, api_base=None, env=None, need_model=True) -> Settings:
+    """Build the Settings; command-line values (``model``, ``api_base``) beat the environment.
+
+    ``need_model=False`` (for --context-only) skips choosing a chat model, so no key is needed.
+
+    With ``env`` None, reads the .env files (see read_environment) and also exports their values
+    to os.environ without overriding anything, so LiteLLM sees the same keys.
+    """
+    if env is None:
+        env = read_environment()
+        for name, value in env.items():
+            os.environ.setdefault(name, value)
+    base = api_base or env.get("COPILOT_API_BASE") or None
+    chosen = model or (default_model(env) if need_model else env.get("COPILOT_MODEL") or None)
+    embedder = env.get("EMBEDDING_MODEL") or None
+    embed_base = env.get("EMBEDDING_API_BASE") or base
+    return Settings(
+        model=chosen,
+        api_base=base,
+        api_key=api_key_for(chosen, base, env) if chosen else None,
+        embedding_model=embedder,
+        embedding_api_base=embed_base,
+        embedding_api_key=api_key_for(embedder, embed_base, env) if embedder else None,
+        cache_dir=default_cache_dir(env),
+    )
