@@ -83,17 +83,20 @@ class Settings:
 def read_environment(dotenv_files=None, environ=None) -> dict[str, str]:
     """Merge the .env files with the real environment; the real environment wins.
 
-    ``dotenv_files`` are listed strongest first (default: code/.env, then ./.env).
+    ``dotenv_files`` are listed strongest first (default: code/.env, then ./.env; none at all
+    when COPILOT_NO_DOTENV=1, which tests use so that your own keys never leak into them).
     """
     from dotenv import dotenv_values  # python-dotenv; imported here so `import config` stays cheap
 
+    environ = os.environ if environ is None else environ
     if dotenv_files is None:
-        dotenv_files = [ENV_FILE, Path.cwd() / ".env"]
+        skip = environ.get("COPILOT_NO_DOTENV") == "1"
+        dotenv_files = [] if skip else [ENV_FILE, Path.cwd() / ".env"]
     merged: dict[str, str] = {}
     for path in reversed(list(dotenv_files)):  # weakest first, so stronger files overwrite
         if Path(path).is_file():
             merged.update({k: v for k, v in dotenv_values(path).items() if v is not None})
-    merged.update(os.environ if environ is None else environ)
+    merged.update(environ)
     return merged
 
 

@@ -1,0 +1,180 @@
+"""A local OpenAI-compatible HTTP server that answers from a script: LiteLLM's real code path, offline.
+
+    with FakeServer([tool_reply(("read_file", {"path": "shop/models.py"})),
+                     text_reply("Item has price, not cost: shop/models.py:11")]) as server:
+        litellm.completion(model="openai/fake", api_base=server.base_url, api_key="x", ...)
+        server.chat_requests[1]["messages"]     # exactly what LiteLLM sent the second time
+
+Endpoints on 127.0.0.1 (a free port): POST /v1/chat/completions, POST /v1/embeddings,
+GET /v1/models. Every request body is recorded in ``server.requests`` as (path, body).
+Embeddings are deterministic bag-of-words vectors, so tests can predict which text is nearest.
+Standard library only.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import threading
+import time
+import zlib
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+EMBEDDING_DIMENSIONS = 64
+
+
+def text_reply(content: str) -> dict:
+    """A final answer (no tool calls)."""
+    return {"content": content}
+
+
+def tool_reply(*calls, content=None) -> dict:
+    """A turn that calls tools: each call is (name, arguments dict) or (name, raw JSON string)."""
+    return {"content": content, "tool_calls": [{"name": n, "arguments": a} for n, a in calls]}
+
+
+def error_reply(status: int, message: str, kind: str = "invalid_request_error") -> dict:
+    """An HTTP error in OpenAI's format (401 authentication, 429 rate limit, 500 ...)."""
+    return {"status": status, "error": {"message": message, "type": kind, "code": None}}
+
+
+def bag_of_words_vector(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
+    """Each lowercased word adds 1 to a dimension picked by a stable hash (crc32), then unit length."""
+    vector = [0.0] * dimensions
+    for word in re.findall(r"[a-z]+", text.lower()):
+        vector[zlib.crc32(word.encode()) % dimensions] += 1.0
+    norm = sum(v * v for v in vector) ** 0.5 or 1.0
+    return [v / norm for v in vector]
+
+
+class FakeServer:
+    """Serve ``replies`` in order to chat requests (or call ``replies(body, n)`` for the n-th).
+
+    Running past the end of a list answers HTTP 500 "script exhausted", which shows up as a
+    provider error: the loop asked the model more often than the test expected.
+    """
+
+    def __init__(self, replies=(), embed=bag_of_words_vector, delay: float = 0.0):
+        self.replies = replies if callable(replies) else list(replies)
+        self.embed = embed
+        self.delay = delay  # seconds before each answer, to imitate a slow provider
+        self.requests: list[tuple[str, dict]] = []
+        self._lock = threading.Lock()
+        self._httpd = None
+        self._thread = None
+
+    # ------------------------------------------------------------------ lifecycle
+    def __enter__(self):
+        return self.start()
+
+    def __exit__(self, *exc):
+        self.stop()
+
+    def start(self):
+        handler = type("Handler", (_Handler,), {"server_state": self})
+        self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self._httpd.daemon_threads = True
+        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        if self._httpd is not None:
+            self._httpd.shutdown()
+            self._httpd.server_close()
+            self._httpd = None
+
+    @property
+    def base_url(self) -> str:
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+
+    # ------------------------------------------------------------------ what was sent
+    @property
+    def chat_requests(self) -> list[dict]:
+        return [body for path, body in self.requests if path.endswith("/chat/completions")]
+
+    @property
+    def embedding_requests(self) -> list[dict]:
+        return [body for path, body in self.requests if path.endswith("/embeddings")]
+
+    # ------------------------------------------------------------------ answers
+    def answer_chat(self, body: dict) -> tuple[int, dict]:
+        with self._lock:
+            n = len(self.chat_requests) - 1
+            if callable(self.replies):
+                reply = self.replies(body, n)
+            elif n < len(self.replies):
+                reply = self.replies[n]
+            else:
+                reply = error_reply(500, f"script exhausted: the test scripted {len(self.replies)} replies", "server_error")
+        if "status" in reply:
+            return reply["status"], {"error": reply["error"]}
+        return 200, chat_completion(body, reply, n)
+
+    def answer_embeddings(self, body: dict) -> tuple[int, dict]:
+        texts = body.get("input")
+        texts = [texts] if isinstance(texts, str) else list(texts or [])
+        data = [{"object": "embedding", "index": i, "embedding": self.embed(t)} for i, t in enumerate(texts)]
+        tokens = sum(len(str(t).split()) for t in texts)
+        return 200, {"object": "list", "data": data, "model": body.get("model", "fake-embed"),
+                     "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
+
+
+def chat_completion(body: dict, reply: dict, n: int) -> dict:
+    """An OpenAI chat.completion response for ``reply``, with deterministic ids and token counts."""
+    message = {"role": "assistant", "content": reply.get("content")}
+    calls = reply.get("tool_calls") or []
+    if calls:
+        message["tool_calls"] = [
+            {"id": f"call_{n}_{i}", "type": "function",
+             "function": {"name": c["name"],
+                          "arguments": c["arguments"] if isinstance(c["arguments"], str) else json.dumps(c["arguments"])}}
+            for i, c in enumerate(calls)
+        ]
+    prompt = len(json.dumps(body.get("messages", []))) // 4
+    completion = len(json.dumps(message)) // 4
+    return {
+        "id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
+        "model": body.get("model", "fake"), "service_tier": "default", "system_fingerprint": None,
+        "choices": [{"index": 0, "message": message, "logprobs": None,
+                     "finish_reason": "tool_calls" if calls else "stop"}],
+        "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
+    }
+
+
+class _Handler(BaseHTTPRequestHandler):
+    server_state: FakeServer  # set on the subclass made in FakeServer.start
+    protocol_version = "HTTP/1.1"
+
+    def do_POST(self):  # noqa: N802 (the http.server naming)
+        length = int(self.headers.get("Content-Length") or 0)
+        try:
+            body = json.loads(self.rfile.read(length) or b"{}")
+        except ValueError:
+            return self._send(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
+        state = self.server_state
+        with state._lock:
+            state.requests.append((self.path, body))
+        if state.delay:
+            time.sleep(state.delay)
+        if self.path.endswith("/chat/completions"):
+            return self._send(*state.answer_chat(body))
+        if self.path.endswith("/embeddings"):
+            return self._send(*state.answer_embeddings(body))
+        return self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def do_GET(self):  # noqa: N802
+        if self.path.endswith("/models"):
+            return self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
+        return self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+
+    def _send(self, status: int, payload: dict):
+        data = json.dumps(payload).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
+
+    def log_message(self, *args):  # keep test output clean
+        pass
