@@ -154,18 +154,22 @@ class Result:
         return data
 
 
-class NotDoneYet(Exception):
-    """A learner-owned function still raises NotImplementedError."""
+class NotDoneYet(NotImplementedError):
+    """A learner-owned function still raises NotImplementedError; the message starts with "M<n>:"."""
 
 
 # --------------------------------------------------------------------------- the model call
 
-def make_complete(settings, usage: Usage):
+def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_base=None):
     """``complete(messages, tools)`` for agent_loop.run_agent, through LiteLLM.
 
     Sends the tools with tool_choice="auto" (the model decides), caps the answer length, retries
     a rate limit a couple of times, and adds each response's tokens and cost to ``usage``.
+    Without ``settings``, loads them (``model``/``api_base`` as on the command line). The
+    function carries ``.model`` and ``.usage`` for callers that did not pass their own Usage.
     """
+    settings = settings or config.load_settings(model=model, api_base=api_base)
+    usage = usage if usage is not None else Usage()
 
     def complete(messages, tool_schemas):
         import litellm  # lazy: importing LiteLLM takes seconds, and --context-only never needs it
@@ -191,6 +195,7 @@ def make_complete(settings, usage: Usage):
         usage.record(response)
         return response.choices[0].message
 
+    complete.model, complete.usage = settings.model, usage
     return complete
 
 

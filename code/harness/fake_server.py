@@ -62,6 +62,7 @@ class FakeServer:
         self._lock = threading.Lock()
         self._httpd = None
         self._thread = None
+        self.port = None
 
     # ------------------------------------------------------------------ lifecycle
     def __enter__(self):
@@ -73,6 +74,7 @@ class FakeServer:
     def start(self):
         handler = type("Handler", (_Handler,), {"server_state": self})
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.port = self._httpd.server_address[1]
         self._httpd.daemon_threads = True
         self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
         self._thread.start()
@@ -86,7 +88,7 @@ class FakeServer:
 
     @property
     def base_url(self) -> str:
-        return f"http://127.0.0.1:{self._httpd.server_address[1]}/v1"
+        return f"http://127.0.0.1:{self.port}/v1"  # still known after stop(): nothing answers there
 
     # ------------------------------------------------------------------ what was sent
     @property
