@@ -56,13 +56,14 @@ WINDOW_OVERLAP = 10               # so an answer on a window edge is whole in on
 MAX_INDEX_FILE_BYTES = 500_000    # bigger files are data or generated code, not answers
 # Generated, minified or translation files: big, and they drown the code in matches.
 SKIP_SUFFIXES = (".po", ".pot", ".min.js", ".min.css", ".map", ".svg", ".lock")
+PATH_WEIGHT = 5                   # a file name is strong evidence: its words count 5 times (bench/bench_retrieval.py)
 BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
 RRF_K = 60                        # reciprocal-rank fusion constant (the usual value)
 EMBED_BATCH = 64                  # chunks per embedding request
 PROGRESS_AFTER_SECONDS = 2.0      # say what is happening when indexing is slow
 PARALLEL_MIN_BYTES = 4_000_000    # below this, starting worker processes costs more than it saves
-INDEX_VERSION = 2                 # bump when the index format or tokenization changes
+INDEX_VERSION = 3                 # bump when the index format or tokenization changes
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Pieces of an identifier: "HTTPServerError2" -> HTTP, Server, Error, 2; "order_total" -> order, total.
@@ -250,7 +251,8 @@ def index_file(path: str, rel: str) -> tuple[str, FileChunks | None]:
     for start, end in chunk_spans(rel, text):
         found = Counter(IDENTIFIER.findall("\n".join(lines[start - 1:end])))
         if found:  # blank lines between definitions carry nothing
-            found.update(in_path)
+            for _ in range(PATH_WEIGHT):
+                found.update(in_path)
             spans.extend((start, end))
             sizes.append(len(found))
             words.extend(found)

@@ -1,0 +1,239 @@
+"""Course checks (maintainers): the provided M5 code - config.py, context_selector.py, copilot.py's
+command line - works on its own. These pass even on the stubs, so they are not guiding tests.
+Run with the maintainer command (python -m pytest --reference rubric/checks).
+"""
+
+from __future__ import annotations
+
+import importlib
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness.paths import CODE_DIR, FIXTURE_REPO, SENTINEL
+
+PROVIDER_KEYS = ("GROQ_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
+                 "COPILOT_MODEL", "COPILOT_API_BASE", "COPILOT_API_KEY", "EMBEDDING_MODEL", "EMBEDDING_API_BASE")
+config = importlib.import_module("config")
+cs = importlib.import_module("context_selector")
+
+
+def clean_env(tmp_path, **extra):
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_KEYS}
+    env.update(COPILOT_NO_DOTENV="1", COPILOT_CACHE_DIR=str(tmp_path / "cache"), **extra)
+    return env
+
+
+def copilot_cli(args, env, cwd=CODE_DIR):
+    if os.environ.get("LESSON06_IMPL") == "reference":
+        args = ["--reference", *args]
+    return subprocess.run([sys.executable, str(CODE_DIR / "copilot.py"), *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+
+
+# ---------------------------------------------------------------- config.py
+
+def test_groq_wins_when_several_keys_are_set():
+    env = {"OPENAI_API_KEY": "o", "GROQ_API_KEY": "g", "ANTHROPIC_API_KEY": "a"}
+    assert config.default_model(env) == config.PROVIDER_DEFAULTS[0][1]
+    assert config.PROVIDER_DEFAULTS[0][0] == "GROQ_API_KEY"
+    assert [k for k, _ in config.PROVIDER_DEFAULTS][:4] == ["GROQ_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY"]
+
+
+def test_copilot_model_beats_the_table_and_the_command_line_beats_both(tmp_path):
+    env = {"GROQ_API_KEY": "g", "OPENAI_API_KEY": "o", "COPILOT_MODEL": "openai/gpt-4.1-mini"}
+    assert config.load_settings(env=env).model == "openai/gpt-4.1-mini"
+    assert config.load_settings(env=env).api_key == "o"
+    assert config.load_settings(model="groq/x", env=env).model == "groq/x"
+
+
+def test_real_environment_beats_code_env_beats_cwd_env(tmp_path):
+    strong, weak = tmp_path / "code.env", tmp_path / "cwd.env"
+    strong.write_text("GROQ_API_KEY=from-code-env\nCOPILOT_MODEL=groq/a\n")
+    weak.write_text("GROQ_API_KEY=from-cwd-env\nCOPILOT_MODEL=groq/b\nEMBEDDING_MODEL=e\n")
+    merged = config.read_environment([strong, weak], environ={"COPILOT_MODEL": "groq/real"})
+    assert merged["GROQ_API_KEY"] == "from-code-env"
+    assert merged["COPILOT_MODEL"] == "groq/real"
+    assert merged["EMBEDDING_MODEL"] == "e"
+
+
+def test_no_provider_is_a_config_error_that_names_the_env_lines():
+    with pytest.raises(config.ConfigError) as info:
+        config.default_model({})
+    assert "GROQ_API_KEY=" in str(info.value) and "code/.env" in str(info.value)
+
+
+def test_local_server_needs_a_model_name_and_gets_a_placeholder_key():
+    with pytest.raises(config.ConfigError, match="COPILOT_MODEL"):
+        config.load_settings(env={"COPILOT_API_BASE": "http://localhost:8000/v1"})
+    local = config.load_settings(env={"COPILOT_API_BASE": "http://localhost:8000/v1", "COPILOT_MODEL": "openai/m"})
+    assert local.api_key == config.PLACEHOLDER_API_KEY and local.api_base.endswith("/v1")
+    with pytest.raises(config.ConfigError, match="OPENAI_API_KEY"):
+        config.load_settings(env={"COPILOT_MODEL": "openai/gpt-4.1-mini", "GROQ_API_KEY": "g"})
+
+
+def test_importing_config_sets_the_offline_price_map():
+    assert os.environ.get("LITELLM_LOCAL_MODEL_COST_MAP") == "True"
+
+
+def test_cache_dir_is_overridable(tmp_path):
+    assert config.default_cache_dir({"COPILOT_CACHE_DIR": str(tmp_path)}) == tmp_path
+
+
+# ---------------------------------------------------------------- copilot.py command line
+
+def test_no_provider_exits_2_with_one_line(tmp_path):
+    proc = copilot_cli(["why does config default to Groq?"], clean_env(tmp_path), cwd=tmp_path)
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stdout == ""
+    lines = proc.stderr.strip().splitlines()
+    assert len(lines) == 1 and "GROQ_API_KEY=" in lines[0] and "Traceback" not in proc.stderr
+
+
+def test_bad_repo_exits_2_with_one_line(tmp_path):
+    proc = copilot_cli(["--repo", str(tmp_path / "nope"), "--json", "q"], clean_env(tmp_path, GROQ_API_KEY="x"))
+    assert proc.returncode == 2 and len(proc.stderr.strip().splitlines()) == 1
+    assert json.loads(proc.stdout)["exit_code"] == 2
+
+
+def test_context_only_needs_no_key_and_shows_config_first(tmp_path):
+    proc = copilot_cli(["--context-only", "why does config default to Groq?"], clean_env(tmp_path))
+    assert proc.returncode == 0, proc.stderr
+    assert proc.stdout.startswith("[Snippet: config.py lines "), proc.stdout[:300]
+    assert SENTINEL not in proc.stdout
+
+
+def test_context_only_json_never_imports_litellm(tmp_path):
+    code = ("import sys, json, copilot; rc = copilot.main(['--repo', sys.argv[1], '--context-only', '--json', "
+            "'order_total subtotal']); print('LITELLM', 'litellm' in sys.modules, file=sys.stderr); sys.exit(rc)")
+    env = clean_env(tmp_path, PYTHONPATH=str(CODE_DIR))
+    proc = subprocess.run([sys.executable, "-c", code, str(FIXTURE_REPO)], cwd=CODE_DIR, env=env,
+                          capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    assert "LITELLM False" in proc.stderr
+    paths = [s["path"] for s in json.loads(proc.stdout)["context"]]
+    assert "shop/service.py" in paths and not any(".env" in p for p in paths)
+
+
+def test_trace_steps_is_derived_from_the_transcript():
+    copilot = importlib.import_module("copilot")
+    messages = [
+        {"role": "system", "content": "s"}, {"role": "user", "content": "q"},
+        {"role": "assistant", "content": "Looking for totals.", "tool_calls": [
+            {"id": "a", "type": "function", "function": {"name": "search_code", "arguments": '{"query": "total"}'}}]},
+        {"role": "tool", "tool_call_id": "a", "content": "shop/service.py:12: def order_total("},
+        {"role": "assistant", "content": "It is in shop/service.py:12."},
+    ]
+    steps = copilot.trace_steps(messages)
+    assert [s["thought"] for s in steps] == ["Looking for totals.", "It is in shop/service.py:12."]
+    assert steps[0]["actions"][0]["observation"].startswith("shop/service.py:12")
+    assert steps[1]["actions"] == []
+    assert copilot.lines_seen(messages, []) == {"shop/service.py": [(12, 12)]}
+
+
+# ---------------------------------------------------------------- context_selector.py
+
+def test_identifiers_split_into_words():
+    assert cs.identifier_terms("SecureCookieSessionInterface")[:5] == (
+        "securecookiesessioninterface", "secure", "cookie", "session", "interface")
+    assert cs.identifier_terms("order_total") == ("order_total", "order", "total")
+    assert "cookie" in cs.question_terms("Where are the session cookies set?")
+    assert "why" not in cs.question_terms("why does config default to Groq?")
+
+
+def test_python_is_chunked_by_definition_and_bad_python_by_windows():
+    source = "import os\n\n\n@decorator\ndef first():\n    return 1\n\n\nclass Second:\n    x = 1\n"
+    assert cs.chunk_spans("m.py", source) == [(1, 3), (4, 6), (7, 8), (9, 10)]
+    broken = "def broken(:\n" + "x = 1\n" * 200
+    spans = cs.chunk_spans("b.py", broken)
+    assert spans[0] == (1, cs.WINDOW_LINES) and spans[-1][1] == 201
+
+
+def test_big_class_is_chunked_by_method():
+    methods = "".join(f"    def m{i}(self):\n" + "        pass\n" * 20 for i in range(6))
+    spans = cs.chunk_spans("c.py", "class Big:\n    '''doc'''\n" + methods)
+    assert (1, 2) in spans and (3, 23) in spans and len(spans) == 7
+
+
+def test_context_never_contains_a_secret_or_follows_a_symlink_out(tmp_path):
+    repo = tmp_path / "repo"
+    (repo / "pkg").mkdir(parents=True)
+    (repo / "pkg" / "settings.py").write_text("API_KEY_NAME = 'SHOP_API_KEY'\n")
+    (repo / ".env").write_text(f"SHOP_API_KEY={SENTINEL}\n")
+    (repo / "id_rsa").write_text(f"{SENTINEL} SHOP_API_KEY\n")
+    outside = tmp_path / "outside.py"
+    outside.write_text(f"SHOP_API_KEY = '{SENTINEL}'\n")
+    try:
+        os.symlink(outside, repo / "link.py")
+    except OSError:
+        pass
+    snippets = cs.select_context("SHOP_API_KEY", repo, cache_dir=tmp_path / "cache")
+    assert [s.path for s in snippets] == ["pkg/settings.py"]
+    assert not any(SENTINEL in s.text for s in snippets)
+    assert not any(SENTINEL.encode() in p.read_bytes() for p in (tmp_path / "cache").iterdir())
+
+
+def test_binary_and_generated_files_are_skipped(tmp_path):
+    (tmp_path / "data.bin").write_bytes(b"\x00\x01 order total")
+    (tmp_path / "messages.po").write_text('msgid "order total"\n')
+    (tmp_path / "shop.py").write_text("def order_total():\n    pass\n")
+    assert [s.path for s in cs.select_context("order total", tmp_path, cache_dir=tmp_path.parent / "c1")] == ["shop.py"]
+
+
+def test_the_second_run_uses_the_cache_and_a_change_rebuilds(tmp_path, monkeypatch):
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "a.py").write_text("def alpha():\n    return 'order'\n")
+    cache = tmp_path / "cache"
+    builds = []
+    real = cs.build_index
+    monkeypatch.setattr(cs, "build_index", lambda *a: builds.append(1) or real(*a))
+    cs.select_context("alpha", repo, cache_dir=cache)
+    cs.select_context("alpha", repo, cache_dir=cache)
+    assert len(builds) == 1
+    os.utime(repo / "a.py", ns=(1, 1))  # touched, same content: still cached
+    cs.select_context("alpha", repo, cache_dir=cache)
+    assert len(builds) == 1
+    (repo / "b.py").write_text("def beta():\n    pass\n")
+    assert cs.select_context("beta", repo, cache_dir=cache)[0].path == "b.py"
+    assert len(builds) == 2
+
+
+def test_cache_inside_the_repository_is_refused(tmp_path):
+    (tmp_path / "a.py").write_text("def alpha():\n    pass\n")
+    cs.select_context("alpha", tmp_path, cache_dir=tmp_path / "cache")
+    assert not (tmp_path / "cache").exists()
+
+
+def test_dense_vectors_are_fused_and_cached(tmp_path):
+    from harness.fake_server import bag_of_words_vector
+
+    calls = []
+
+    def embed(texts):
+        calls.append(len(texts))
+        return [bag_of_words_vector(t) for t in texts]
+
+    embed.name = "test-bag-of-words"
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    (repo / "notify.py").write_text("def send_signal(receivers):\n    '''tell every listener'''\n")
+    (repo / "other.py").write_text("def unrelated():\n    return 42\n")
+    first = cs.select_context("listener notifications", repo, embed=embed, cache_dir=tmp_path / "cache")
+    assert first[0].path == "notify.py" and sum(calls) == 3  # two chunks and the question
+    cs.select_context("listener notifications", repo, embed=embed, cache_dir=tmp_path / "cache")
+    assert sum(calls) == 3  # nothing embedded the second time
+
+
+def test_litellm_embedder_through_the_fake_server():
+    from harness.fake_server import FakeServer
+
+    with FakeServer() as server:
+        embed = cs.LiteLLMEmbedder("openai/fake-embed", server.base_url, "x")
+        vectors = embed([f"text {i}" for i in range(cs.EMBED_BATCH + 3)])
+    assert len(vectors) == cs.EMBED_BATCH + 3
+    assert [len(b["input"]) for b in server.embedding_requests] == [cs.EMBED_BATCH, 3]
