@@ -400,7 +400,7 @@ def _worker_pool(total_bytes: int):
     if total_bytes < PARALLEL_MIN_BYTES or (os.cpu_count() or 1) < 2:
         return None
     try:
-        return ProcessPoolExecutor()
+        return ProcessPoolExecutor(initializer=gc.disable)  # as in build_index: ast makes many objects
     except (OSError, NotImplementedError, ImportError):  # no process support here (some sandboxes)
         return None
 

@@ -1,0 +1,148 @@
+"""M5 benchmark on Django 5.1.4 (../shared/corpus, extracted to a temporary folder).
+
+    python bench/bench_m5.py          # from code/ (or anywhere); about a minute
+
+Measures, with the goal in brackets:
+  floor   read the files the index reads and split them with one regular expression (what any
+          lexical index pays at least)
+  cold    context_selector.load_index with an empty cache             [<= 5x floor]
+  warm    load_index again, nothing changed (cache hit)                [<= 0.5 s]
+  query   index.scores + picking snippets, per question                [<= 100 ms]
+  search  tools.search_code for a string with no hits vs grep -rI      [<= 3x grep]
+  copilot copilot.run overhead per question against the local fake server (no model latency)
+Skips with a message where ../shared is absent. A measurement: nothing here is a test.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import statistics
+import subprocess
+import sys
+import tarfile
+import tempfile
+import time
+from pathlib import Path
+
+CODE_DIR = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(CODE_DIR))
+os.environ.setdefault("LESSON06_IMPL", "reference")  # search_code needs safe_resolve: the finished one
+if os.environ["LESSON06_IMPL"] == "reference":
+    sys.path.insert(0, str(CODE_DIR.parent / "rubric" / "reference"))
+
+import context_selector as cs  # noqa: E402
+import tools  # noqa: E402
+
+CORPUS = CODE_DIR.parent.parent / "shared" / "corpus" / "Django-5.1.4.tar.gz"
+QUESTIONS = [
+    "How does the ORM build the SQL for a queryset filter?",
+    "Where is CSRF token checked for a POST request?",
+    "How are database migrations applied and recorded?",
+    "How does the template engine render a for loop?",
+    "Where are password hashes verified?",
+    "How does the admin register a ModelAdmin?",
+    "How are middleware called for each request?",
+    "How does the cache framework set a key with a timeout?",
+]
+NO_HIT = "zq_no_such_identifier_xj"
+IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+
+
+def best_of(fn, repeat=3):
+    times = []
+    for _ in range(repeat):
+        started = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - started)
+    return min(times)
+
+
+def floor(root: Path) -> float:
+    """Read every file the index reads and split it into identifiers with one regex."""
+    wanted = [p for p, rel, size, _ in cs.list_repo(root) if cs.indexable(rel, size)]
+
+    def run():
+        for path in wanted:
+            with open(path, "rb") as fh:
+                IDENTIFIER.findall(fh.read().decode("utf-8", "replace"))
+
+    return best_of(run)
+
+
+def main() -> int:
+    if not CORPUS.exists():
+        print(f"skipped: {CORPUS} is not here (the corpus lives in ../shared, outside the project)")
+        return 0
+    with tempfile.TemporaryDirectory() as tmp:
+        tmp = Path(tmp)
+        with tarfile.open(CORPUS) as tar:
+            tar.extractall(tmp, filter="data")
+        root = tmp / "Django-5.1.4"
+        cache = tmp / "cache"
+        listing = cs.list_repo(root)
+        indexed = [(p, rel, size) for p, rel, size, _ in listing if cs.indexable(rel, size)]
+        size_mb = sum(s for _, _, s in indexed) / 1e6
+        print(f"Django 5.1.4: {len(listing):,} visible files, {len(indexed):,} indexed ({size_mb:.1f} MB), {os.cpu_count()} CPUs")
+
+        base = floor(root)
+
+        def cold():
+            shutil.rmtree(cache, ignore_errors=True)
+            cs.load_index(root, cache)
+
+        cold_s = best_of(cold)
+        warm_s = best_of(lambda: cs.load_index(root, cache), repeat=5)
+        index = cs.load_index(root, cache)
+        query_times = []
+        for q in QUESTIONS:
+            started = time.perf_counter()
+            terms = cs.question_terms(q)
+            cs.pick_snippets(index, index.scores(terms), terms, cs.DEFAULT_TOP_FILES, cs.CONTEXT_CHAR_BUDGET)
+            query_times.append(time.perf_counter() - started)
+        search_s = best_of(lambda: tools.search_code(root, NO_HIT))
+        grep_s = best_of(lambda: subprocess.run(["grep", "-rIi", NO_HIT, str(root)], capture_output=True))
+        print(f"  floor (read + regex split)  {base:6.2f} s")
+        print(f"  cold index                  {cold_s:6.2f} s   {cold_s / base:4.1f}x floor   [goal <= 5x]   "
+              f"({index.n_chunks:,} chunks, {len(index.terms):,} terms)")
+        print(f"  warm (cached) index         {warm_s:6.2f} s                [goal <= 0.5 s]")
+        print(f"  query (median of {len(QUESTIONS)})        {statistics.median(query_times) * 1000:6.1f} ms  "
+              f"max {max(query_times) * 1000:.1f} ms     [goal <= 100 ms]")
+        print(f"  search_code, no hit         {search_s:6.2f} s   {search_s / grep_s:4.1f}x grep -rIi ({grep_s:.2f} s)   [goal <= 3x]")
+        copilot_overhead(root, cache)
+    return 0
+
+
+def copilot_overhead(root: Path, cache: Path) -> None:
+    """copilot.run against the local fake server: one tool call then an answer, model time ~0."""
+    from harness.fake_server import FakeServer, text_reply, tool_reply
+
+    started = time.perf_counter()
+    import copilot  # noqa: F401  (imports config; LiteLLM is imported on the first call)
+    import litellm  # noqa: F401
+
+    import_s = time.perf_counter() - started
+
+    def reply(body, n):
+        if n % 2 == 0:
+            return tool_reply(("read_file", {"path": "django/db/models/query.py", "start_line": 1, "end_line": 60}))
+        return text_reply("QuerySet is defined in django/db/models/query.py:1.")
+
+    with FakeServer(reply) as server:
+        settings = copilot.config.Settings(model="openai/fake", api_base=server.base_url, api_key="x",
+                                           embedding_model=None, embedding_api_base=None,
+                                           embedding_api_key=None, cache_dir=cache)
+        copilot.run(QUESTIONS[0], root, settings=settings)  # warm-up: first LiteLLM call builds clients
+        times = []
+        for q in QUESTIONS:
+            started = time.perf_counter()
+            result = copilot.run(q, root, settings=settings)
+            times.append(time.perf_counter() - started)
+    per_call = statistics.median(times) / max(result.usage.steps, 1)
+    print(f"  copilot.run, fake server    {statistics.median(times) * 1000:6.0f} ms per question (2 model calls, 1 read; "
+          f"{per_call * 1000:.0f} ms per step); import litellm {import_s:.1f} s once")
+
+
+if __name__ == "__main__":
+    sys.exit(main())
