@@ -1,0 +1,1 @@
+"""Question sets and scripted runs for evaluate.py (M6)."""
