@@ -512,6 +512,10 @@ def is_maintainer_command(text: str) -> bool:
     return "rubric/checks" in text
 
 
+# The M6 scripts run offline (a scripted model) unless given --model.
+OFFLINE_SCRIPTS = ("break_and_observe.py", "evaluate.py")
+
+
 def runs_offline(text: str) -> bool:
     """Commands that need no model, no key and no network (and are not the maintainer command)."""
     args = text.split()
@@ -519,7 +523,14 @@ def runs_offline(text: str) -> bool:
         return False
     if args[1:3] == ["-m", "pytest"]:
         return "live" not in args  # `-m live` calls the learner's provider
+    if args[1] in OFFLINE_SCRIPTS and "--model" not in args:
+        return True
     return any(flag in args for flag in ("--help", "--context-only", "--simulate"))
+
+
+def runs_learner_code(args: list[str]) -> bool:
+    """A script run on the learner's own functions (which are stubs in this repository)."""
+    return args[1] in OFFLINE_SCRIPTS and not {"--simulate", "--reference", "--help"} & set(args)
 
 
 def offline_env() -> dict[str, str]:
@@ -532,40 +543,86 @@ def offline_env() -> dict[str, str]:
     return env
 
 
-def expectation(args: list[str]) -> tuple[set[int], str]:
-    """(allowed exit codes, text the output must contain) for a command run on the shipped stubs."""
-    if args[1:3] == ["-m", "pytest"]:
-        if any(a == "--hint" or a.startswith("--hint=") for a in args):
-            return {0}, "Hint 1 of 3"
-        if "--help" in args:
-            return {0}, "Lesson 06 milestones"
-        if "--reference" in args:
-            return {0}, "all selected milestones pass"
-        return {1}, "Lesson 06 milestones"  # the stubs fail: the board says where to start
-    if "--help" in args:
-        return {0}, "usage:"
-    return {0}, ""
+# Pytest options whose whole-suite run other course checks already make (the maintainer command runs
+# everything on the reference; test_course.py runs --unlock-all on the stubs, from both folders).
+COLLECT_ONLY_FLAGS = ("--reference", "--unlock-all")
 
 
-def run_command(command: Command, cache_dir: str) -> str | None:
-    args = shlex.split(command.text)
-    argv = [sys.executable, *args[1:]]
-    argv = [a for arg in argv for a in (sorted(str(p) for p in command.cwd.glob(arg)) or [arg] if "*" in arg else [arg])]
+@dataclass
+class Run:
+    """One process to start: the documented command(s) it stands for, and what it must show."""
+
+    argv: list[str]             # after "python"
+    cwd: Path
+    codes: set[int]
+    needle: str
+    shown: list[Command]
+
+
+def is_pytest(args: list[str]) -> bool:
+    return args[1:3] == ["-m", "pytest"]
+
+
+def path_args(args: list[str]) -> list[str]:
+    return [a for a in args[3:] if not a.startswith("-") and ("/" in a or a.endswith(".py"))]
+
+
+def plan_runs(commands: list[Command]) -> tuple[list[Run], list[str]]:
+    """Group the documented offline commands into as few processes as keep every claim checked.
+
+    - `--hint` and `--help` variants run as shown (once per distinct argument list);
+    - plain learner runs (`python -m pytest`, `--stretch`) run in full, once per folder: on the
+      shipped stubs they must exit 1 and print the board;
+    - runs that select files or use --reference/--unlock-all are collected (not run) in one batch
+      per folder after their paths are checked: their full runs are made by the other course checks;
+    - the lab's scripts run as shown, once per folder.
+    """
+    runs: dict[tuple, Run] = {}
+    problems: list[str] = []
+    batch: dict[Path, Run] = {}
+    for c in commands:
+        args = shlex.split(c.text)
+        if not is_pytest(args):
+            key = (c.text, c.cwd)
+            codes, needle = {0}, ""
+            if "--help" in args:
+                needle = "usage:"
+            elif runs_learner_code(args):
+                codes, needle = {2}, "is not done yet"  # on the stubs: one line naming the milestone
+            runs.setdefault(key, Run(args[1:], c.cwd, codes, needle, [])).shown.append(c)
+        elif any(a == "--hint" or a.startswith("--hint=") for a in args) or "--help" in args:
+            needle = "Lesson 06 milestones" if "--help" in args else "Hint 1 of 3"
+            runs.setdefault((tuple(args),), Run(args[1:], c.cwd, {0}, needle, [])).shown.append(c)
+        elif path_args(args) or any(flag in args for flag in COLLECT_ONLY_FLAGS):
+            for pattern in path_args(args):
+                if not list(c.cwd.glob(pattern)):
+                    problems.append(f"{c.where}: `{c.text}`: {pattern} matches nothing in {where_is(c.cwd)}")
+            run = batch.setdefault(c.cwd, Run(["-m", "pytest", "--collect-only"], c.cwd, {0}, "collected", []))
+            run.argv += [a for a in args[3:] if a not in run.argv]
+            run.shown.append(c)
+        else:
+            runs.setdefault((tuple(args), c.cwd), Run(args[1:], c.cwd, {1}, "Lesson 06 milestones", [])).shown.append(c)
+    return [*runs.values(), *batch.values()], problems
+
+
+def execute(run: Run, cache_dir: str) -> str | None:
+    argv = [sys.executable]
+    for arg in run.argv:
+        argv += sorted(str(p) for p in run.cwd.glob(arg)) or [arg] if "*" in arg else [arg]
     env = offline_env()
-    if args[1:3] == ["-m", "pytest"]:
-        env["PYTEST_ADDOPTS"] = f"-o cache_dir={cache_dir}"  # leave the learner's "current milestone" alone
+    env["PYTEST_ADDOPTS"] = f"-o cache_dir={cache_dir}"  # leave the learner's "current milestone" alone
+    label = "; ".join(f"{c.where}: `{c.text}`" for c in run.shown[:6])
     try:
-        proc = subprocess.run(argv, cwd=command.cwd, env=env, capture_output=True, text=True, timeout=120,
+        proc = subprocess.run(argv, cwd=run.cwd, env=env, capture_output=True, text=True, timeout=120,
                               stdin=subprocess.DEVNULL)
     except subprocess.TimeoutExpired:
-        return f"{command.where}: `{command.text}` (in {command.cwd.name}/) did not finish in 120 s"
-    codes, needle = expectation(args)
+        return f"{label} (in {where_is(run.cwd)}): did not finish in 120 s"
     out = proc.stdout + proc.stderr
     wrong = []
-    if proc.returncode not in codes:
-        wrong.append(f"exit code {proc.returncode}, expected {sorted(codes)}")
-    if needle and needle not in out:
-        wrong.append(f"output lacks {needle!r}")
+    if proc.returncode not in run.codes:
+        wrong.append(f"exit code {proc.returncode}, expected {sorted(run.codes)}")
+    if run.needle and run.needle not in out:
+        wrong.append(f"output lacks {run.needle!r}")
     if "Traceback (most recent call last)" in out or "INTERNALERROR" in out:
         wrong.append("it printed a traceback")
     if not out.strip():
@@ -573,26 +630,32 @@ def run_command(command: Command, cache_dir: str) -> str | None:
     if not wrong:
         return None
     tail = "\n      ".join(out.strip().splitlines()[-12:])
-    return f"{command.where}: `{command.text}` (in {where_is(command.cwd)}): " \
-           f"{'; '.join(wrong)}\n      {tail}"
+    return f"{label} (in {where_is(run.cwd)}, ran: python {' '.join(run.argv)}): {'; '.join(wrong)}\n      {tail}"
+
+
+def offline_commands() -> list[Command]:
+    return [c for c in all_commands() if runs_offline(c.text)]
 
 
 def test_documents_show_shell_commands():
     commands = all_commands()
-    assert any(runs_offline(c.text) for c in commands), "no offline command found in the READMEs and PROJECT.md"
+    assert offline_commands(), "no offline command found in the READMEs and PROJECT.md"
     for rel in COMMAND_DOCS:
         assert any(c.where.startswith(rel + ":") for c in commands), f"{rel} shows no python command"
 
 
+def test_every_offline_command_is_planned():
+    runs, _ = plan_runs(offline_commands())
+    planned = {(c.where, c.text) for r in runs for c in r.shown}
+    missing = [f"{c.where}: `{c.text}`" for c in offline_commands() if (c.where, c.text) not in planned]
+    assert not missing, problems_message(missing, "documented commands that no run covers")
+
+
 @pytest.mark.skipif(os.environ.get(SUBPROCESS_FLAG) == "1", reason="already inside a documentation command")
 def test_shown_offline_commands_run():
-    unique = {}
-    for command in all_commands():
-        if runs_offline(command.text):
-            unique.setdefault((command.text, command.cwd), command)
-    with tempfile.TemporaryDirectory() as cache_dir, ThreadPoolExecutor(max_workers=8) as pool:
-        results = list(pool.map(lambda c: run_command(c, cache_dir), unique.values()))
-    problems = [r for r in results if r]
+    runs, problems = plan_runs(offline_commands())
+    with tempfile.TemporaryDirectory() as cache_dir, ThreadPoolExecutor(max_workers=os.cpu_count() or 2) as pool:
+        problems += [r for r in pool.map(lambda run: execute(run, cache_dir), runs) if r]
     assert not problems, problems_message(problems, "documented commands that do not do what the text says")
 
 
