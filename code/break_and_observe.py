@@ -60,6 +60,8 @@ from harness.strict_provider import ProviderRejected, check_request  # noqa: E40
 
 HARNESS_MAX_CALLS = 50          # offline ceiling: a runaway stops here even if the loop has no cap
 HARNESS_MAX_TOKENS = 2_000_000  # offline token ceiling (estimated tokens); the call ceiling comes first
+HARNESS_MAX_TOOL_CALLS = 200    # a loop that dispatches tools without asking the model stops here
+HARNESS_MAX_SECONDS = 60        # checked at every model and tool call
 MODEL_MAX_CALLS = 15            # --model defaults: a real model costs money, so the budget is small
 MODEL_MAX_TOKENS = 60_000
 CHARS_PER_TOKEN = 4             # offline token estimate: about 4 characters of English/code per token
@@ -142,8 +144,8 @@ SCENARIOS = {
             "vague-tools",
             "distinct tool descriptions",
             "in tools.TOOL_SCHEMAS, give read_file and search_code the same one-line description",
-            "a stand-in that picks tools by their descriptions only (word overlap with what it wants "
-            "to do; ties go to the tool listed first), as a model can only go by that text",
+            "picks each tool by its description alone (word overlap with what it wants to do; a tie "
+            "goes to the tool listed first)",
             "specific tool descriptions (what it returns, its limits, when to prefer it): the "
             "description is the interface the model programs against",
             "Why does order_total raise AttributeError? Find where it is defined, read the files "
@@ -468,6 +470,7 @@ class Meter:
         self.model, self.max_calls, self.max_tokens = model, max_calls, max_tokens
         self.usage = usage          # a real model: callable() -> tokens (in, out) so far; None: estimate
         self.calls = 0
+        self.started = time.perf_counter()
         self.tokens_in = self.tokens_out = 0
         self.requests: list[Request] = []
         self.requested: list[tuple[str, str]] = []  # (tool name, canonical arguments) the model asked for
@@ -481,6 +484,7 @@ class Meter:
         if self.tokens_in + self.tokens_out >= self.max_tokens:
             self.stopped = f"token budget: {self.tokens_in + self.tokens_out:,} of {self.max_tokens:,} tokens used"
             raise HarnessCeiling(self.stopped)
+        self.check_clock()
         self.calls += 1  # counted first: a loop that swallows the rejection below still hits the ceiling
         try:
             check_request(messages, tools)
@@ -501,6 +505,12 @@ class Meter:
         for raw in getattr(reply, "tool_calls", None) or []:
             self.requested.append((raw.function.name, _canonical(raw.function.arguments)))
         return reply
+
+
+    def check_clock(self) -> None:
+        if time.perf_counter() - self.started > HARNESS_MAX_SECONDS:
+            self.stopped = f"harness ceiling: {HARNESS_MAX_SECONDS} s of wall time"
+            raise HarnessCeiling(self.stopped)
 
 
 def _estimate_out(reply) -> int:
@@ -533,6 +543,10 @@ class Observer:
         self.executed: list[Executed] = []
 
     def __call__(self, name, args, repo_root):
+        if len(self.executed) >= HARNESS_MAX_TOOL_CALLS:  # a loop dispatching without asking the model
+            self.meter.stopped = f"harness ceiling: {HARNESS_MAX_TOOL_CALLS} tool calls"
+            raise HarnessCeiling(self.meter.stopped)
+        self.meter.check_clock()
         record = Executed(self.meter.calls, name, copy.deepcopy(args), None)
         self.executed.append(record)
         record.result = self.dispatch(name, args, repo_root)
@@ -638,7 +652,8 @@ def _drive(loop, messages, repo, meter: Meter):
         result = loop(messages, repo, meter)
     except HarnessCeiling as stop:
         kind = "token budget" if str(stop).startswith("token") else "harness ceiling"
-        return None, kind, f"stopped by the harness after {meter.calls} model calls, before the loop stopped by itself"
+        reason = str(stop).split(": ", 1)[-1]
+        return None, kind, f"stopped at {reason}; the loop under test had not stopped by itself"
     except NotImplementedError:
         raise  # a learner function is still a stub: the caller says which milestone
     except ProviderRejected as exc:
@@ -759,9 +774,14 @@ def _amnesia(ev, ws, meter, observer, scripted):
     ev.details.append(("results seen", f"{ev.results_seen} of {ev.tool_calls} tool results reached the model "
                        "in a later request"))
     ev.failure_observed = ev.tool_calls > 0 and ev.results_seen == 0
-    ev.verdict = ("the failure happened: the tools ran, but the model never saw a single result and "
-                  "kept asking for the same thing" if ev.failure_observed else
-                  "no amnesia: the model saw its results and moved on")
+    if not ev.failure_observed:
+        ev.verdict = "no amnesia: the model saw its results and moved on"
+    elif ev.ended == "provider rejected":
+        ev.verdict = ("the failure happened: the tool ran but its result never reached the model, and a real "
+                      "provider refuses such a conversation (400) before the model can even repeat itself")
+    else:
+        ev.verdict = ("the failure happened: the tools ran, but the model never saw a single result and "
+                      "kept asking for the same thing")
 
 
 def _raw_arguments(ev, ws, meter, observer, scripted):
@@ -808,7 +828,8 @@ def render(ev: Evidence) -> str:
         ("steps", f"{ev.steps} model calls"),
         ("tool calls", f"{ev.tool_calls} ran, {ev.tool_errors} returned an error"),
         ("tokens", f"{ev.tokens_in:,} in / {ev.tokens_out:,} out{est}"),
-        ("cost", f"{costs} (US$ per 1M tokens in/out, LiteLLM 1.110.2 price map: {price_note})"),
+        ("cost", costs),
+        ("prices", f"US$ per 1M tokens in/out, LiteLLM 1.110.2 price map: {price_note}"),
         ("repeats", f"{ev.repeats} identical repeated calls" + (f"; most: {ev.most_repeated}" if ev.repeats else "")),
         ("results seen", f"{ev.results_seen} of {ev.tool_calls} tool results reached the model"),
         ("leaked", "YES" if ev.leaked else "no"),

@@ -120,6 +120,19 @@ def test_runaway_ceiling_holds_against_a_loop_with_no_cap():
           "a block reporting the runaway, its cost and a projection", block,
           "the evidence block reports calls, tokens and what they would have cost")
 
+    def replays(messages, repo_root, complete, max_steps=None):
+        calls = parse(complete(messages, loop_module.TOOL_SCHEMAS))
+        while True:  # re-runs the first request forever and never asks the model again
+            for c in calls:
+                getattr(loop_module, dispatch)(c.name, c.arguments, repo_root)
+
+    ev = bo.run_scenario("runaway", lab=lab(), run_agent=replays)
+    called = "run_scenario('runaway', run_agent=<loop that re-runs one tool call forever>)"
+    check(ev.ended == "harness ceiling" and ev.steps == 1 and ev.tool_calls == bo.HARNESS_MAX_TOOL_CALLS,
+          M6, LOOP, called, f"stopped after 1 model call and {bo.HARNESS_MAX_TOOL_CALLS} tool calls",
+          f"ended={ev.ended!r}, {ev.steps} model calls, {ev.tool_calls} tool calls",
+          "the harness also counts tool calls, for loops that never ask the model again")
+
 
 AUDITED = ("open", "os.listdir", "os.scandir", "os.remove", "os.rename", "os.rmdir", "os.mkdir", "shutil.rmtree")
 _touched: list | None = None
