@@ -24,9 +24,10 @@ class Milestone:
 
     @property
     def target(self) -> str:
-        """What to edit, for the board: 'tools.safe_resolve in code/tools.py'."""
-        names = ", ".join(self.functions) if self.functions else "the steps in PROJECT.md"
-        return f"{names} in {self.file}"
+        """What to do, for the board: 'edit tools.safe_resolve in code/tools.py'."""
+        if self.functions:
+            return f"edit {', '.join(self.functions)} in {self.file}"
+        return f"nothing new to write: see {self.file} and the failing test's message"
 
 
 MILESTONES: tuple[Milestone, ...] = (

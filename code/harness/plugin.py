@@ -93,7 +93,7 @@ def render_hints(config, value: str) -> str:
         milestone = BY_ID.get(current or "M1", MILESTONES[0])
     tier = min(max(int(tier_text), 1), 3) if tier_text.isdigit() else 1
     names = ("a nudge", "the approach", "pseudo-code")
-    out = [f"{milestone.id} - {milestone.title}: edit {milestone.target}", f"lesson: {milestone.section}", ""]
+    out = [f"{milestone.id} - {milestone.title}: {milestone.target}", f"lesson: {milestone.section}", ""]
     for number in range(1, tier + 1):
         out.append(f"Hint {number} of 3 ({names[number - 1]}):")
         for line in milestone.hints[number - 1].splitlines():
@@ -208,7 +208,7 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
         p, f, locked = board.passed[m.id], board.failed[m.id], board.locked[m.id]
         label = f"{m.id}  {m.title:<22}"
         if f:
-            extra = f"  {arrow} you are here: edit {m.target}" if m is current else ""
+            extra = f"  {arrow} you are here: {m.target}" if m is current else ""
             if m.id in board.not_done and not p:
                 state = f"not started ({board.waiting[m.id] + f} tests wait for it)"
             else:
