@@ -42,6 +42,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import break_and_observe as bo
+from harness.meter import HARNESS_MAX_CALLS, HARNESS_MAX_TOKENS, HarnessCeiling, Meter, canonical
+from harness.strict_provider import ProviderRejected
 
 CODE_DIR = Path(__file__).resolve().parent
 EVAL_DIR = CODE_DIR / "eval"
@@ -163,7 +165,7 @@ def score_run(q: Question, run: str, result, meter, ended: str, wall: float, cop
     answer = result.answer if answered else ""
     citations = result.citations if answered else []
     calls = copilot.tool_calls_of(messages)
-    signatures = [(c["name"], bo._canonical(c["arguments"])) for c in calls]
+    signatures = [(c["name"], canonical(c["arguments"])) for c in calls]
     errors = sum(1 for c in calls if c["error"])
     repeats = len(signatures) - len(set(signatures))
     read = files_read(messages, copilot)
@@ -207,7 +209,7 @@ def evaluate_question(q: Question, repo, model, *, run: str, usage=None, failure
     Raises NotImplementedError ("M<n>: ...") when a learner function is still a stub.
     """
     copilot = copilot_module()
-    meter = bo.Meter(model, bo.HARNESS_MAX_CALLS, max_tokens or bo.HARNESS_MAX_TOKENS, usage)
+    meter = Meter(model, HARNESS_MAX_CALLS, max_tokens or HARNESS_MAX_TOKENS, usage)
     started = time.perf_counter()
     result, ended = None, ""
     try:
@@ -216,9 +218,9 @@ def evaluate_question(q: Question, repo, model, *, run: str, usage=None, failure
         ended = result.termination
     except copilot.NotDoneYet as exc:  # copilot turns the stub's NotImplementedError into this
         raise NotImplementedError(str(exc)) from None
-    except bo.HarnessCeiling as stop:
+    except HarnessCeiling as stop:
         ended = f"harness ceiling ({stop})"
-    except bo.ProviderRejected as exc:
+    except ProviderRejected as exc:
         ended = f"provider rejected: {str(exc)[:120]}"
     except Exception as exc:
         if usage is not None and _is_provider_error(exc):

@@ -17,7 +17,9 @@ from pathlib import Path
 import pytest
 
 import break_and_observe as bo
+from harness.meter import HARNESS_MAX_TOOL_CALLS
 from harness.milestones import BY_ID
+from harness.paths import FIXTURE_REPO
 from harness.teach import check, learner, show
 
 M6 = BY_ID["M6"]
@@ -128,8 +130,8 @@ def test_runaway_ceiling_holds_against_a_loop_with_no_cap():
 
     ev = bo.run_scenario("runaway", lab=lab(), run_agent=replays)
     called = "run_scenario('runaway', run_agent=<loop that re-runs one tool call forever>)"
-    check(ev.ended == "harness ceiling" and ev.steps == 1 and ev.tool_calls == bo.HARNESS_MAX_TOOL_CALLS,
-          M6, LOOP, called, f"stopped after 1 model call and {bo.HARNESS_MAX_TOOL_CALLS} tool calls",
+    check(ev.ended == "harness ceiling" and ev.steps == 1 and ev.tool_calls == HARNESS_MAX_TOOL_CALLS,
+          M6, LOOP, called, f"stopped after 1 model call and {HARNESS_MAX_TOOL_CALLS} tool calls",
           f"ended={ev.ended!r}, {ev.steps} model calls, {ev.tool_calls} tool calls",
           "the harness also counts tool calls, for loops that never ask the model again")
 
@@ -162,7 +164,7 @@ def test_escape_never_touches_anything_outside_its_temporary_directory(tmp_path)
         ev = bo.run_scenario("escape", lab=lab(), workdir=work)
     finally:
         touched, _touched = _touched, None
-    allowed_reads = (work.resolve(), bo.FIXTURE_REPO.resolve())
+    allowed_reads = (work.resolve(), FIXTURE_REPO.resolve())
     outside = []
     for event, target, extra in touched:
         if isinstance(target, int) or target is None:
