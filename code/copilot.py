@@ -4,6 +4,10 @@
     python copilot.py --repo fixture_repo "why does order_total fail?" --trace
     python copilot.py --context-only "session cookie"                 # no model, no key needed
 
+Stretch milestones (stretch.py): --trace and --json show the reasoning trace (S1); --allow-edits
+offers the edit_file tool as a dry run, --apply writes after you confirm (S2); --structured asks
+for the final answer through the emit_answer tool and checks its citations (S3).
+
 The wiring, top to bottom (one direction, no back-and-forth):
     config.load_settings()            which model, which key          (config.py)
     context_selector.select_context() snippets injected up front      (context_selector.py)
@@ -14,6 +18,7 @@ The wiring, top to bottom (one direction, no back-and-forth):
 
 Exit codes: 0 answered; 1 stopped without an answer (max steps); 2 could not run (no provider,
 bad repository path, authentication, provider unreachable, rate limited, your code not done yet).
+A structured answer (--structured) that still fails validation after one retry also exits 1.
 """
 
 from __future__ import annotations
@@ -24,7 +29,8 @@ import os
 import re
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, is_dataclass
+from functools import partial
 from pathlib import Path
 
 CODE_DIR = Path(__file__).resolve().parent
@@ -37,9 +43,14 @@ if __name__ == "__main__" and "--reference" in sys.argv[1:]:
 if os.environ.get("LESSON06_IMPL") == "reference" and str(REFERENCE_DIR) not in sys.path[:1]:
     sys.path.insert(0, str(REFERENCE_DIR))
 
+# stretch.py imports this module back: run as a script, it must find *this* module, not load a copy.
+if __name__ == "__main__":
+    sys.modules.setdefault("copilot", sys.modules[__name__])
+
 import agent_loop  # noqa: E402  (after the import path is chosen)
 import config  # noqa: E402  (sets LiteLLM's offline price map before anything imports litellm)
 import context_selector  # noqa: E402
+import stretch  # noqa: E402  (the stretch milestones S1-S3, from the implementation under test)
 import tools  # noqa: E402
 
 MAX_ANSWER_TOKENS = 1_024       # per model call; Anthropic requires a value and defaults huge
@@ -58,8 +69,11 @@ context or a tool result). If you have not seen it, look it up; do not guess.
 2. Cite your evidence as path:line or path:start-end (for example shop/models.py:10), using the \
 line numbers the tools and the context show.
 3. If what you found is not enough, say which evidence is missing instead of guessing.
-4. Before each tool call, say in one short sentence what you are looking for.
+4. Before each tool call, write one sentence, your Thought: what you are looking for and why.
 5. Answer briefly: the answer first, then the citations that support it."""
+
+# Added to the rules when --allow-edits offers the edit_file tool (stretch milestone S2).
+EDIT_RULE = """6. You may also change files with edit_file (replace one exact, unique piece of text). Change a file only when the question asks for a change; test files are off limits."""
 
 CONTEXT_HEADER = (
     "[Injected context: snippets that context_selector.py picked for this question before you "
@@ -119,12 +133,14 @@ class Result:
     repo: str
     model: str
     answer: str
-    termination: str                     # "answered" or "max_steps"
+    termination: str                     # "answered", "max_steps" or "invalid_answer" (--structured)
     messages: list = field(default_factory=list)
     snippets: list = field(default_factory=list)
     citations: list = field(default_factory=list)
     usage: Usage = field(default_factory=Usage)
     wall_seconds: float = 0.0
+    structured: stretch.StructuredAnswer | None = None   # --structured (S3): how emit_answer went
+    edits: list | None = None            # --allow-edits (S2): one entry per edit_file call
 
     @property
     def exit_code(self) -> int:
@@ -134,7 +150,7 @@ class Result:
     def tool_calls(self) -> list[dict]:
         return tool_calls_of(self.messages)
 
-    def to_json(self, with_trace: bool = False) -> dict:
+    def to_json(self, with_trace: bool = True) -> dict:
         data = {
             "question": self.question,
             "repo": self.repo,
@@ -150,7 +166,14 @@ class Result:
                       "wall_seconds": round(self.wall_seconds, 3)},
         }
         if with_trace:
-            data["trace"] = trace_steps(self.messages)
+            steps, note = trace_or_note(self.messages)
+            data["trace"] = None if steps is None else [asdict(s) if is_dataclass(s) else s for s in steps]
+            if note:
+                data["trace_note"] = note
+        if self.structured is not None:
+            data["structured"] = asdict(self.structured)
+        if self.edits is not None:
+            data["edits"] = self.edits
         return data
 
 
@@ -163,7 +186,8 @@ class NotDoneYet(NotImplementedError):
 def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_base=None):
     """``complete(messages, tools)`` for agent_loop.run_agent, through LiteLLM.
 
-    Sends the tools with tool_choice="auto" (the model decides), caps the answer length, retries
+    Sends the tools with tool_choice="auto" (the model decides; --structured forces emit_answer on
+    its final turn by passing ``tool_choice``), caps the answer length, retries
     a rate limit a couple of times, and adds each response's tokens and cost to ``usage``.
     Without ``settings``, loads them (``model``/``api_base`` as on the command line). The
     function carries ``.model`` and ``.usage`` for callers that did not pass their own Usage.
@@ -171,7 +195,7 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
     settings = settings or config.load_settings(model=model, api_base=api_base)
     usage = usage if usage is not None else Usage()
 
-    def complete(messages, tool_schemas):
+    def complete(messages, tool_schemas, tool_choice="auto"):
         import litellm  # lazy: importing LiteLLM takes seconds, and --context-only never needs it
 
         litellm.suppress_debug_info = True
@@ -181,7 +205,7 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
                     model=settings.model,
                     messages=messages,
                     tools=tool_schemas,
-                    tool_choice="auto",
+                    tool_choice=tool_choice,
                     max_tokens=MAX_ANSWER_TOKENS,
                     api_base=settings.api_base,
                     api_key=settings.api_key,
@@ -211,34 +235,39 @@ def _cost_of(response) -> float | None:
 def counting(complete, usage: Usage):
     """Wrap ``complete`` so that every model call counts as a step."""
 
-    def counted(messages, tool_schemas):
+    def counted(messages, tool_schemas, **options):
         usage.steps += 1
-        return complete(messages, tool_schemas)
+        return complete(messages, tool_schemas, **options)  # options: tool_choice, for --structured
 
     return counted
 
 
 # --------------------------------------------------------------------------- the run
 
-def build_messages(question: str, snippets) -> list[dict]:
+def build_messages(question: str, snippets, edits: bool = False) -> list[dict]:
     """System prompt, then one user message: the injected context (marked as such), then the question."""
     if snippets:
         context = f"{CONTEXT_HEADER}\n{context_selector.render_snippets(snippets)}\n{CONTEXT_FOOTER}"
     else:
         context = NO_CONTEXT_NOTE
+    system = f"{SYSTEM_PROMPT}\n{EDIT_RULE}" if edits else SYSTEM_PROMPT
     return [
-        {"role": "system", "content": SYSTEM_PROMPT},
+        {"role": "system", "content": system},
         {"role": "user", "content": f"{context}\n\nQuestion: {question}"},
     ]
 
 
 def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps=None, top_k=3,
-        use_context=True, embed=None, cache_dir=None) -> Result:
+        use_context=True, embed=None, cache_dir=None, structured=False, edits=None) -> Result:
     """Answer ``question`` about ``repo_root``: select context, run the loop, check the citations.
 
     ``complete`` replaces LiteLLM (tests pass a scripted model); otherwise ``settings`` (default:
     config.load_settings()) says which model to call. Raises NotDoneYet when a learner-owned
     function is not implemented, ValueError for a bad repository, and LiteLLM's errors as they come.
+
+    Stretch: ``edits`` (a stretch.EditPolicy) offers the edit_file tool (S2); ``structured`` forces
+    the final answer through emit_answer and validates it (S3; ``complete`` must then accept
+    ``tool_choice=``).
     """
     started = time.perf_counter()
     root = check_repo(repo_root)
@@ -252,18 +281,33 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
     if cache_dir is None:
         cache_dir = settings.cache_dir if settings is not None else config.default_cache_dir()
     snippets = context_selector.select_context(question, root, k=top_k, embed=embed, cache_dir=cache_dir) if use_context else []
-    messages = build_messages(question, snippets)
+    messages = build_messages(question, snippets, edits=edits is not None)
     steps = agent_loop.DEFAULT_MAX_STEPS if max_steps is None else max_steps
+    model = counting(complete, usage)
+    extra = {} if edits is None else {
+        "edit_file": (stretch.EDIT_FILE_SCHEMA, partial(stretch.edit_file_tool, policy=edits))}
+    final = None
     try:
-        answer = agent_loop.run_agent(messages, root, counting(complete, usage), max_steps=steps)
+        with stretch.extra_tools(model, extra) as offered:  # no extra tools: nothing changes
+            answer = agent_loop.run_agent(messages, root, offered, max_steps=steps)
         capped = isinstance(answer, str) and answer.startswith(agent_loop.MAX_STEPS_REACHED)
-        citations = [] if capped else check_citations(answer, root, messages, snippets)
-    except NotImplementedError as exc:  # a learner-owned function (M1-M4) is still a stub
+        if structured and not capped:
+            final = stretch.finish_with_emit_answer(messages, root, model, snippets)
+            answer = final.answer
+        if capped:
+            citations = []
+        elif final is not None:
+            citations = structured_citations(final, root, messages, snippets)
+        else:
+            citations = check_citations(answer, root, messages, snippets)
+    except NotImplementedError as exc:  # a learner-owned function (M1-M4, S1-S3) is still a stub
         raise NotDoneYet(str(exc)) from None
+    termination = "max_steps" if capped else "invalid_answer" if final and not final.accepted else "answered"
     return Result(
         question=question, repo=str(root), model=getattr(settings, "model", None) or "scripted",
-        answer=answer, termination="max_steps" if capped else "answered", messages=messages,
-        snippets=snippets, citations=citations, usage=usage, wall_seconds=time.perf_counter() - started,
+        answer=answer, termination=termination, messages=messages, snippets=snippets,
+        citations=citations, usage=usage, wall_seconds=time.perf_counter() - started,
+        structured=final, edits=None if edits is None else edits.log,
     )
 
 
@@ -303,9 +347,10 @@ def _check_one(cite: Citation, repo_root, seen) -> Citation:
         return cite
     cite.exists = True
     total = _count_lines(target)
-    cite.in_range = 1 <= cite.line <= total
+    cite.in_range = 1 <= cite.line <= cite.end_line <= total
     if not cite.in_range:
-        cite.reason = f"line {cite.line} is outside the file ({total} lines)"
+        lines = f"line {cite.line}" if cite.end_line == cite.line else f"lines {cite.line}-{cite.end_line}"
+        cite.reason = f"{lines} outside the file ({total} lines)"
         return cite
     shown = seen.get(tools.display_path(repo_root, target), [])
     cite.seen = any(lo <= cite.end_line and cite.line <= hi for lo, hi in shown)
@@ -313,6 +358,19 @@ def _check_one(cite: Citation, repo_root, seen) -> Citation:
         cite.reason = ("these lines were never read or injected in this run" if not shown else
                        "the file was read, but not these lines: " + ", ".join(f"{lo}-{hi}" for lo, hi in shown))
     return cite
+
+
+def check_span(path: str, start_line: int, end_line: int, repo_root, seen) -> Citation:
+    """One cited span (``seen`` from lines_seen), checked exactly like the citations in an answer."""
+    return _check_one(Citation(path.removeprefix("./"), start_line, end_line), repo_root, seen)
+
+
+def structured_citations(final, repo_root, messages, snippets) -> list[Citation]:
+    """The well-formed citations of emit_answer's arguments (S3), checked for the report."""
+    seen = lines_seen(messages, snippets)
+    spans = [(c.get("path"), c.get("start_line"), c.get("end_line")) for c in final.citations if isinstance(c, dict)]
+    return [check_span(path, start, end, repo_root, seen) for path, start, end in spans
+            if isinstance(path, str) and all(type(n) is int for n in (start, end))]
 
 
 def _count_lines(path: Path) -> int:
@@ -357,38 +415,34 @@ def tool_calls_of(messages) -> list[dict]:
     return calls
 
 
-def trace_steps(messages) -> list[dict]:
-    """The run as ReAct steps: [{"step", "thought", "actions": [{"tool", "arguments", "observation"}]}].
+TRACE_NOT_DONE = "--trace is stretch milestone S1: implement stretch.trace_steps; see PROJECT.md"
 
-    Derived from the transcript alone: an assistant turn's text is the Thought, its tool calls
-    are the Actions, and the tool messages that answer them are the Observations. The final
-    answer is a last step with no actions.
-    """
-    results = {m.get("tool_call_id"): str(m.get("content", "")) for m in messages if m.get("role") == "tool"}
-    steps = []
-    for message in messages:
-        if message.get("role") != "assistant":
-            continue
-        actions = [
-            {"tool": call["function"]["name"], "arguments": call["function"]["arguments"],
-             "observation": results.get(call["id"], "(no result)")}
-            for call in message.get("tool_calls") or []
-        ]
-        steps.append({"step": len(steps) + 1, "thought": (message.get("content") or "").strip(), "actions": actions})
-    return steps
+
+def trace_or_note(messages):
+    """(steps, None) from stretch.trace_steps (S1), or (None, one line saying why there is no trace)."""
+    try:
+        return stretch.trace_steps(messages), None
+    except NotImplementedError:
+        return None, TRACE_NOT_DONE
+    except Exception as exc:  # a bug in stretch work must not cost the user the answer
+        if os.environ.get("COPILOT_DEBUG") == "1":
+            raise
+        return None, f"stretch.trace_steps raised {type(exc).__name__}: {_first_line(exc)} (COPILOT_DEBUG=1 shows where)"
 
 
 def format_trace(steps) -> str:
+    """stretch.Step objects as text: Thought, then Action and Observation for each call."""
     lines = []
     for step in steps:
-        lines.append(f"Step {step['step']}")
-        if not step["actions"]:
+        lines.append(f"Step {step.number}")
+        if not step.actions:
             lines.append("  Answer: (printed below)")
-        elif step["thought"]:
-            lines.append(f"  Thought: {_shorten(step['thought'], TRACE_OBSERVATION_CHARS)}")
-        for action in step["actions"]:
-            lines.append(f"  Action: {action['tool']}({action['arguments']})")
-            lines.append(f"  Observation: {_shorten(action['observation'], TRACE_OBSERVATION_CHARS)}")
+        elif step.thought:
+            lines.append(f"  Thought: {_shorten(step.thought, TRACE_OBSERVATION_CHARS)}")
+        for action in step.actions:
+            observation = "(none: no tool message answered this call)" if action.observation is None else action.observation
+            lines.append(f"  Action: {action.tool}({action.arguments})")
+            lines.append(f"  Observation: {_shorten(observation, TRACE_OBSERVATION_CHARS)}")
     return "\n".join(lines)
 
 
@@ -402,7 +456,8 @@ def _shorten(text: str, limit: int) -> str:
 def summary_line(result: Result) -> str:
     u = result.usage
     cost = f"${u.cost_usd:.4f}" if u.cost_usd is not None else "cost unknown"
-    ended = "answered" if result.termination == "answered" else f"stopped: {agent_loop.MAX_STEPS_REACHED}"
+    ended = {"answered": "answered", "invalid_answer": "stopped: the structured answer failed validation"}.get(
+        result.termination, f"stopped: {agent_loop.MAX_STEPS_REACHED}")
     return (f"[{u.steps} steps | {len(result.tool_calls)} tool calls | tokens {u.prompt_tokens:,} in / "
             f"{u.completion_tokens:,} out | {cost} | {result.wall_seconds:.1f} s | {ended}]")
 
@@ -410,8 +465,14 @@ def summary_line(result: Result) -> str:
 def print_report(result: Result, trace: bool = False, out=None) -> None:
     out = out or sys.stdout
     if trace:
-        print(format_trace(trace_steps(result.messages)), end="\n\n", file=out)
+        steps, note = trace_or_note(result.messages)
+        if steps is not None:
+            print(format_trace(steps), end="\n\n", file=out)
+        else:
+            print(f"copilot: {note}", file=sys.stderr)
     print(result.answer, file=out)
+    if result.structured is not None:
+        print_structured(result.structured, out)
     if result.citations:
         print("\nCitations:", file=out)
         for c in result.citations:
@@ -420,7 +481,32 @@ def print_report(result: Result, trace: bool = False, out=None) -> None:
             print(f"  {where}  {verdict}", file=out)
     elif result.termination == "answered":
         print("\nCitations: none (the answer cites no path:line, so nothing backs it)", file=out)
+    if result.edits is not None:
+        print_edits(result.edits, out)
     print("\n" + summary_line(result), file=out)
+
+
+def print_structured(final, out) -> None:
+    """--structured (S3): how the forced emit_answer turn went, and every problem if it failed."""
+    how = "emit_answer" if final.forced else "plain text (the provider did not force emit_answer)"
+    tries = f"{final.attempts} attempt" + ("s" if final.attempts != 1 else "")
+    if final.accepted:
+        print(f"\nStructured answer: accepted ({how}, {tries})", file=out)
+        return
+    print(f"\nStructured answer: REJECTED after {tries} ({how}):", file=out)
+    for problem in final.problems:
+        print(f"  - {problem}", file=out)
+
+
+def print_edits(edits, out) -> None:
+    """--allow-edits (S2): what happened to every edit_file call; dry runs and writes show their diff."""
+    print("\nEdits:" if edits else "\nEdits: none requested", file=out)
+    labels = {"dry_run": "dry run, NOT applied (add --apply to write it)", "applied": "applied"}
+    for edit in edits:
+        label = labels.get(edit["status"], f"{edit['status']}: {edit['reason']}")
+        print(f"  {edit['path']}  {label}", file=out)
+        if edit["status"] in labels and edit["diff"]:
+            print("".join(f"    {line}" for line in edit["diff"].splitlines(keepends=True)).rstrip(), file=out)
 
 
 def save_transcript(result: Result, path) -> None:
@@ -435,7 +521,8 @@ def describe_error(exc: BaseException, settings=None) -> str:
     if isinstance(exc, NotDoneYet):
         text = str(exc)
         milestone, _, rest = text.partition(":")
-        return f"{milestone.strip()} is not done yet: {rest.strip()}. Run `python -m pytest` to see where you are."
+        command = "python -m pytest --stretch" if milestone.strip().startswith("S") else "python -m pytest"
+        return f"{milestone.strip()} is not done yet: {rest.strip()}. Run `{command}` to see where you are."
     if isinstance(exc, (config.ConfigError, ValueError)):
         return str(exc)
     model = getattr(settings, "model", None) or "the model"
@@ -480,6 +567,15 @@ def parse_args(argv):
     parser.add_argument("--trace", action="store_true", help="print Thought -> Action -> Observation for every step")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
     parser.add_argument("--save-transcript", metavar="FILE", help="write the whole conversation as JSON")
+    stretch_flags = parser.add_argument_group("stretch milestones (stretch.py)")
+    stretch_flags.add_argument("--allow-edits", action="store_true",
+                               help="S2: offer the edit_file tool; a dry run shows each diff and changes nothing")
+    stretch_flags.add_argument("--apply", action="store_true",
+                               help="S2: with --allow-edits, write each edit after you confirm it (y/N)")
+    stretch_flags.add_argument("--yes", action="store_true",
+                               help="S2: with --apply, confirm every edit without asking (needed with --json or without a terminal)")
+    stretch_flags.add_argument("--structured", action="store_true",
+                               help="S3: force the final answer through the emit_answer tool and validate its citations")
     parser.add_argument("--reference", action="store_true", help="run with the reference solution in rubric/reference/")
     return parser.parse_args(argv)
 
@@ -494,10 +590,11 @@ def main(argv=None, complete=None) -> int:
         root = check_repo(args.repo)
         if args.context_only:
             return context_only(args, root)
+        edits = edit_policy(args)
         if complete is None:
             settings = config.load_settings(model=args.model, api_base=args.api_base)
         result = run(args.question, root, settings=settings, complete=complete, max_steps=args.max_steps,
-                     top_k=args.top_k, use_context=not args.no_context)
+                     top_k=args.top_k, use_context=not args.no_context, structured=args.structured, edits=edits)
     except KeyboardInterrupt:
         return fail("interrupted", args)
     except Exception as exc:  # every way of not running ends as one clear line and exit code 2
@@ -507,10 +604,38 @@ def main(argv=None, complete=None) -> int:
     if args.save_transcript:
         save_transcript(result, args.save_transcript)
     if args.json:
-        print(json.dumps(result.to_json(with_trace=args.trace), ensure_ascii=False))
+        print(json.dumps(result.to_json(), ensure_ascii=False))
     else:
         print_report(result, trace=args.trace)
     return result.exit_code
+
+
+def edit_policy(args):
+    """--allow-edits / --apply / --yes as a stretch.EditPolicy (S2), or None: edit_file is not offered."""
+    if not args.allow_edits:
+        if args.apply or args.yes:
+            raise ValueError("--apply and --yes need --allow-edits")
+        return None
+    if args.yes and not args.apply:
+        raise ValueError("--yes confirms the edits that --apply writes: use --allow-edits --apply --yes")
+    if args.yes:
+        confirm = _always_yes
+    elif args.json or not _stdin_is_terminal():
+        confirm = None  # a prompt into a pipe would hang, or read the next line of data as consent
+    else:
+        confirm = stretch.ask_on_terminal
+    return stretch.EditPolicy(apply=args.apply, confirm=confirm)
+
+
+def _always_yes(edit) -> bool:
+    return True
+
+
+def _stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stdin
+        return False
 
 
 def context_only(args, root: Path) -> int:

@@ -134,7 +134,72 @@ MILESTONES: tuple[Milestone, ...] = (
     ),
 )
 
-STRETCH: tuple[Milestone, ...] = ()  # filled by the stretch milestones (see PROJECT.md)
+STRETCH: tuple[Milestone, ...] = (
+    Milestone(
+        "S1", "Reasoning trace", ("stretch.trace_steps",), "code/stretch.py",
+        f"{LESSON}, Section 6, Extended Requirements",
+        (
+            "The transcript already says everything: which assistant turn asked for which call, "
+            "and which tool message answered it. How do you pair them without trusting the order?",
+            "Walk the messages once. Each assistant message is a step. For a turn with tool_calls, "
+            "gather the tool messages that follow it (until the next non-tool message) keyed by "
+            "tool_call_id, then make one Action per call and look its observation up by id (None "
+            "when nothing answered). A turn without tool_calls is the answer: no actions.",
+            "steps = []\n"
+            "for each message at position i:\n"
+            "    skip it unless role == 'assistant'\n"
+            "    if it has no tool_calls: append an answer Step; continue\n"
+            "    results = {tool_call_id: content} of the tool messages right after position i\n"
+            "    actions = [Action(name, arguments, results.get(id)) for each call]\n"
+            "    append Step(len(steps) + 1, stripped content or '', actions)\n"
+            "return steps",
+        ),
+        stretch=True,
+    ),
+    Milestone(
+        "S2", "A write tool, with care", ("stretch.plan_edit",), "code/stretch.py",
+        f"{LESSON}, Section 6, Extended Requirements",
+        (
+            "A write is a read with consequences: every rule that protects reading still applies. "
+            "Which files must a model never change, however much it wants the tests to pass?",
+            "Resolve the path with tools.resolve_visible (sandbox and exclusions in one call), "
+            "refuse is_test_path(...) of the resolved path's parts with TEST_REFUSAL, read the "
+            "file with read_text, then count old_string: exactly one match, or a ToolError that "
+            "says how many there were and what to do. Build the new text with a single replacement "
+            "and its diff with unified_diff. Write nothing: applying is provided.",
+            "target = resolve_visible(root, path);  shown = display_path(root, target)\n"
+            "if is_test_path(relative_parts(root, target)): raise ToolError(... TEST_REFUSAL)\n"
+            "text = read_text(target, shown)\n"
+            "if old_string is empty, or it occurs 0 or 2+ times: raise ToolError(what to do)\n"
+            "if new_string == old_string: raise ToolError(...)\n"
+            "new_text = text with old_string replaced once\n"
+            "return Edit(shown, target, text, new_text, unified_diff(shown, text, new_text))",
+        ),
+        stretch=True,
+    ),
+    Milestone(
+        "S3", "Structured answer via a tool", ("stretch.validate_answer",), "code/stretch.py",
+        f"{LESSON}, Section 6, Extended Requirements",
+        (
+            "The citations are untrusted twice over: their shape (is start_line even a number?) "
+            "and their claim (did this run really show those lines?).",
+            "Check the shape first and collect problems instead of raising: a dict, a non-empty "
+            "answer string, a non-empty citations list, each citation with a string path and "
+            "whole-number lines (bool is not a number), 1 <= start_line <= end_line. Then ground "
+            "each well-formed one with copilot.lines_seen and copilot.check_span, and report its "
+            "reason when it is not grounded.",
+            "if arguments is not a dict: return [problem]\n"
+            "problems = [];  check answer;  check citations is a non-empty list (else return)\n"
+            "seen = copilot.lines_seen(messages, snippets)\n"
+            "for i, cite in enumerate(citations):\n"
+            "    if its shape is wrong: problems.append(f'citations[{i}] ...'); continue\n"
+            "    checked = copilot.check_span(path, start, end, repo_root, seen)\n"
+            "    if not checked.grounded: problems.append(f'citations[{i}] ...: ' + checked.reason)\n"
+            "return problems",
+        ),
+        stretch=True,
+    ),
+)
 
 ALL = MILESTONES + STRETCH
 BY_ID = {m.id: m for m in ALL}

@@ -119,8 +119,11 @@ def test_context_only_json_never_imports_litellm(tmp_path):
     assert "shop/service.py" in paths and not any(".env" in p for p in paths)
 
 
-def test_trace_steps_is_derived_from_the_transcript():
+def test_lines_seen_and_format_trace_read_the_transcript():
+    """The provided halves around S1: what the run showed (lines_seen) and how steps print (format_trace).
+    stretch.trace_steps itself is the learner's (S1) and is tested in code/tests/test_s1_trace.py."""
     copilot = importlib.import_module("copilot")
+    stretch = importlib.import_module("stretch")
     messages = [
         {"role": "system", "content": "s"}, {"role": "user", "content": "q"},
         {"role": "assistant", "content": "Looking for totals.", "tool_calls": [
@@ -128,11 +131,16 @@ def test_trace_steps_is_derived_from_the_transcript():
         {"role": "tool", "tool_call_id": "a", "content": "shop/service.py:12: def order_total("},
         {"role": "assistant", "content": "It is in shop/service.py:12."},
     ]
-    steps = copilot.trace_steps(messages)
-    assert [s["thought"] for s in steps] == ["Looking for totals.", "It is in shop/service.py:12."]
-    assert steps[0]["actions"][0]["observation"].startswith("shop/service.py:12")
-    assert steps[1]["actions"] == []
     assert copilot.lines_seen(messages, []) == {"shop/service.py": [(12, 12)]}
+    steps = [stretch.Step(1, "Looking for totals.", [
+                 stretch.Action("search_code", '{"query": "total"}', "shop/service.py:12: def order_total("),
+                 stretch.Action("read_file", '{"path": "x.py"}', None)]),
+             stretch.Step(2, "", [], answer="It is in shop/service.py:12.")]
+    assert copilot.format_trace(steps).splitlines() == [
+        "Step 1", "  Thought: Looking for totals.",
+        '  Action: search_code({"query": "total"})', "  Observation: shop/service.py:12: def order_total(",
+        '  Action: read_file({"path": "x.py"})', "  Observation: (none: no tool message answered this call)",
+        "Step 2", "  Answer: (printed below)"]
 
 
 # ---------------------------------------------------------------- context_selector.py

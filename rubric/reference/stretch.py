@@ -1,0 +1,506 @@
+"""Stretch milestones: a visible reasoning trace (S1), a careful write tool (S2), a checked
+structured answer (S3). Optional, for when M1-M5 pass: `python -m pytest --stretch`.
+
+copilot.py uses this module:
+    --trace, --json                           trace_steps turns the transcript into steps   (S1)
+    --allow-edits [--apply [--yes]]           offers edit_file; plan_edit checks each edit  (S2)
+    --structured                              forces emit_answer; validate_answer checks it (S3)
+
+Your run_agent stays exactly as it is after M4. The stretch tools are wired around it, not into
+it: copilot offers their schemas next to TOOL_SCHEMAS, and extra_tools() (at the end of this file)
+routes their names to the handlers here before your dispatch_tool sees the call.
+
+Learner-owned (the rest of this file is provided):
+    trace_steps      S1  the transcript as Thought -> Action -> Observation steps
+    plan_edit        S2  check one edit and compute the new text and its diff, without writing
+    validate_answer  S3  check emit_answer's arguments against the repository and the run
+"""
+
+from __future__ import annotations
+
+import difflib
+import sys
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+import agent_loop
+import copilot  # S3 reuses copilot's citation check. copilot imports this module too; each uses
+import tools    # the other's names only inside functions, so the circular import is harmless.
+
+
+# =========================================================================== S1: reasoning trace
+
+@dataclass
+class Action:
+    """One tool call of a step, and the observation that answered it."""
+
+    tool: str
+    arguments: str              # exactly as the model sent them (a JSON string)
+    observation: str | None     # the content of the tool message with this call's id; None if none
+
+
+@dataclass
+class Step:
+    """One assistant turn read as ReAct: a Thought, then its Actions (each with its Observation)."""
+
+    number: int                 # 1, 2, ... in transcript order
+    thought: str                # the turn's text, stripped; "" when the model said nothing
+    actions: list[Action] = field(default_factory=list)   # [] for an answer
+    answer: str | None = None   # the text of a turn without tool calls (an answer); else None
+
+
+def trace_steps(messages) -> list[Step]:
+    """The run as ReAct steps, derived from the append-only transcript alone.
+
+    Contract:
+        messages   the transcript run_agent extended (plain dicts: system, user, assistant, tool).
+        returns    one Step per assistant message, numbered from 1, in order:
+                   - a turn with tool_calls: thought = its content stripped ("" for None), one
+                     Action per call in the order requested (tool name, arguments string), whose
+                     observation is the content of the tool message answering that call's id
+                     among the tool messages that follow the turn (before the next assistant
+                     turn); None when no tool message answers it;
+                   - a turn without tool_calls: an answer step, thought "", actions [], answer =
+                     its content ("" for None).
+                   Other roles make no step. Never raises for a call nobody answered.
+
+    Hint: match observations by tool_call_id, not by position: parallel results can arrive in any
+    order, and some servers reuse ids across turns, so look only at the tool messages after the
+    turn. See lesson/lesson.agent.md, "Section 6: Project Assignment" (Extended Requirements).
+    """
+    steps: list[Step] = []
+    for index, message in enumerate(messages):
+        if message.get("role") != "assistant":
+            continue
+        number = len(steps) + 1
+        calls = message.get("tool_calls") or []
+        if not calls:
+            steps.append(Step(number, "", [], answer=message.get("content") or ""))
+            continue
+        results = {}
+        for later in messages[index + 1:]:
+            if later.get("role") != "tool":
+                break
+            results.setdefault(later.get("tool_call_id"), str(later.get("content", "")))
+        actions = [Action(c["function"]["name"], c["function"]["arguments"], results.get(c["id"]))
+                   for c in calls]
+        steps.append(Step(number, (message.get("content") or "").strip(), actions))
+    return steps
+
+
+# =========================================================================== S2: edit_file
+#
+# Why an exact, unique replacement (old_string -> new_string), and not a diff or a whole-file write:
+# - a unified diff asks the model for line numbers and context lines that must match exactly;
+#   models around 12B parameters often emit patches that do not apply and spend their turns on
+#   retrying the patch instead of on the fix;
+# - a whole-file write suits a small model on a small file, but on a large file it costs the whole
+#   file in output tokens and can silently drop or change lines the model never meant to touch;
+# - an exact replacement asks only for text the model has just read. When it does not match, or
+#   matches twice, the tool says so and nothing changes. The editing tools of today's large-model
+#   coding agents use this same contract.
+
+MAX_EDIT_BYTES = 1_000_000          # larger files are refused: an edit tool is not a data tool
+TEST_DIRS = frozenset({"tests"})
+TEST_FILE_NAMES = frozenset({"conftest.py"})
+TEST_REFUSAL = "the tests are the specification - change the source instead"
+
+EDIT_FILE_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": "edit_file",
+        "description": (
+            "Change an existing file in the repository by replacing one exact piece of text. "
+            "old_string must appear exactly once in the file: copy it from read_file's output "
+            "(without the line-number prefix), with enough surrounding lines to be unique. "
+            "Returns the unified diff of the change. Test files (tests/, test_*.py, *_test.py, "
+            "conftest.py), secrets and paths outside the repository are refused. The user may "
+            "run in dry-run mode, where the diff is shown and nothing is written."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "path": {"type": "string", "description": "File path relative to the repository root."},
+                "old_string": {"type": "string", "description": "The exact text to replace; must occur once."},
+                "new_string": {"type": "string", "description": "The text to put in its place."},
+            },
+            "required": ["path", "old_string", "new_string"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+
+@dataclass
+class Edit:
+    """A checked edit that has not been applied."""
+
+    path: str           # repository-relative, forward slashes (as tools.display_path shows it)
+    target: Path        # the resolved file that would change
+    old_text: str       # the whole file now
+    new_text: str       # the whole file after the replacement
+    diff: str           # unified diff from old_text to new_text (a/ and b/ prefixes)
+
+
+def is_test_path(parts) -> bool:
+    """True for a repository-relative path (as components) that belongs to the test suite."""
+    names = [part.casefold() for part in parts]
+    if not names:
+        return False
+    name = names[-1]
+    return (
+        any(part in TEST_DIRS for part in names[:-1])
+        or name in TEST_FILE_NAMES
+        or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")))
+    )
+
+
+def read_text(target: Path, shown: str) -> str:
+    """The whole file as text, for an edit. Raises ToolError unless it is an existing regular
+    UTF-8 text file of at most MAX_EDIT_BYTES."""
+    if not target.is_file():  # False for folders, FIFOs and devices as well as missing files
+        raise tools.ToolError(
+            f"{shown!r} is not an existing file; edit_file changes existing files only "
+            "(list_directory shows what is there)")
+    if target.stat().st_size > MAX_EDIT_BYTES:
+        raise tools.ToolError(f"{shown!r} is larger than {MAX_EDIT_BYTES:,} bytes; edit_file refuses it")
+    data = target.read_bytes()
+    if b"\x00" in data[:tools.BINARY_SNIFF_BYTES]:
+        raise tools.ToolError(f"{shown!r} is a binary file; edit_file changes text files only")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError:
+        raise tools.ToolError(f"{shown!r} is not UTF-8 text; edit_file refuses to rewrite it") from None
+
+
+def unified_diff(path: str, old: str, new: str) -> str:
+    """The change as a unified diff, the format `git diff` prints."""
+    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
+                                 f"a/{path}", f"b/{path}")
+    return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def plan_edit(repo_root, path, old_string, new_string) -> Edit:
+    """Check one edit_file request and compute what it would change. Writes nothing.
+
+    Contract:
+        repo_root   bound by the application, as for every tool.
+        path        untrusted (from the model): goes through tools.resolve_visible, which raises
+                    ValueError outside the repository and ToolError for excluded files (.env,
+                    .git, ...).
+        old_string  the exact text to replace (a str); new_string what replaces it (a str).
+        returns     Edit(path=<display path>, target=<resolved Path>, old_text=<file now>,
+                    new_text=<file with the one replacement>, diff=unified_diff(...)).
+        raises      tools.ToolError, with a message the model can act on, when: the path is a test
+                    file (is_test_path on the resolved path's parts; say that the tests are the
+                    specification, TEST_REFUSAL); the file is not an existing UTF-8 text file
+                    (read_text checks that); old_string is empty; old_string occurs zero times or
+                    more than once (say how many); new_string equals old_string.
+
+    Hint: judge the *resolved* path (tools.relative_parts), so `src/../tests/x.py` and an in-repo
+    symlink to a test file are refused too. str.count tells you how many matches there are.
+    See lesson/lesson.agent.md, "Section 6: Project Assignment" (Extended Requirements).
+    """
+    target = tools.resolve_visible(repo_root, path)
+    shown = tools.display_path(repo_root, target)
+    if is_test_path(tools.relative_parts(repo_root, target)):
+        raise tools.ToolError(f"{shown!r} is a test file: {TEST_REFUSAL}")
+    text = read_text(target, shown)
+    if not old_string:
+        raise tools.ToolError("old_string is empty; copy the exact text to replace from read_file's output")
+    matches = text.count(old_string)
+    if matches == 0:
+        raise tools.ToolError(
+            f"old_string was not found in {shown!r}; read_file it again and copy the text exactly, "
+            "including indentation, without the line-number prefix")
+    if matches > 1:
+        raise tools.ToolError(
+            f"old_string occurs {matches} times in {shown!r}; include more surrounding lines so "
+            "that it matches exactly once")
+    if new_string == old_string:
+        raise tools.ToolError("new_string is the same as old_string; there is nothing to change")
+    new_text = text.replace(old_string, new_string, 1)
+    return Edit(shown, target, text, new_text, unified_diff(shown, text, new_text))
+
+
+@dataclass
+class EditPolicy:
+    """What the user allowed: copilot.py --allow-edits (a dry run), --apply, --yes.
+
+    ``confirm(edit) -> bool`` asks the user. None means nobody can be asked (--json, or no
+    terminal), and then applying is refused: no channel to ask means no.
+    """
+
+    apply: bool = False
+    confirm: Callable[[Edit], bool] | None = None
+    log: list[dict] = field(default_factory=list)   # one entry per edit_file call, for the report
+
+    def record(self, path: str, status: str, reason: str = "", diff: str = "") -> None:
+        self.log.append({"path": path, "status": status, "reason": reason, "diff": diff})
+
+
+def edit_file_tool(args, repo_root, policy: EditPolicy) -> str:
+    """The edit_file tool: check the edit (plan_edit), then show it (dry run) or write it once the
+    user has confirmed. Refusals come back as "Error: ..." text the model reads, never as an
+    exception; every call is recorded in ``policy.log``."""
+    problem = _edit_arguments_problem(args)
+    if problem:
+        return f"Error: {problem}"
+    try:
+        edit = plan_edit(repo_root, args["path"], args["old_string"], args["new_string"])
+    except ValueError as exc:  # the sandbox: the path is outside the repository
+        return _refuse(policy, args["path"], "refused", f"{exc}; edit_file changes files inside the repository only")
+    except tools.ToolError as exc:
+        return _refuse(policy, args["path"], "refused", str(exc))
+    if not policy.apply:
+        policy.record(edit.path, "dry_run", diff=edit.diff)
+        return (f"Dry run: {edit.path} was NOT changed (the user runs without --apply). "
+                f"This is the change edit_file would make:\n{edit.diff}")
+    if policy.confirm is None:
+        return _refuse(policy, edit.path, "unconfirmed",
+                       "applying an edit needs the user's confirmation and nobody can confirm here "
+                       "(--json or no terminal); the user can rerun with --yes", edit.diff)
+    if not policy.confirm(edit):
+        return _refuse(policy, edit.path, "declined",
+                       "the user declined this edit; do not repeat it, describe the change in your answer", edit.diff)
+    try:
+        apply_edit(edit)
+    except (OSError, tools.ToolError) as exc:
+        return _refuse(policy, edit.path, "refused", f"could not write: {exc}", edit.diff)
+    policy.record(edit.path, "applied", diff=edit.diff)
+    return f"Applied: {edit.path} was changed:\n{edit.diff}"
+
+
+def _refuse(policy: EditPolicy, path, status: str, reason: str, diff: str = "") -> str:
+    policy.record(tools.printable(str(path)), status, reason, diff)
+    return f"Error: edit_file did not change {path!r}: {reason}"
+
+
+def _edit_arguments_problem(args) -> str | None:
+    if not isinstance(args, dict):
+        return "edit_file's arguments must be a JSON object"
+    wanted = EDIT_FILE_SCHEMA["function"]["parameters"]["required"]
+    missing = [key for key in wanted if key not in args]
+    unexpected = sorted(set(args) - set(wanted))
+    wrong = [key for key in wanted if key in args and not isinstance(args[key], str)]
+    if missing or unexpected or wrong:
+        return (f"edit_file takes exactly the string arguments {', '.join(wanted)} "
+                f"(missing: {missing or 'none'}, unexpected: {unexpected or 'none'}, not strings: {wrong or 'none'})")
+    return None
+
+
+def apply_edit(edit: Edit) -> None:
+    """Write the edit, unless the file changed after plan_edit read it (then ToolError)."""
+    if edit.target.read_bytes() != edit.old_text.encode("utf-8"):
+        raise tools.ToolError(f"{edit.path!r} changed after the edit was checked; read it again and redo the edit")
+    edit.target.write_bytes(edit.new_text.encode("utf-8"))
+
+
+def ask_on_terminal(edit: Edit) -> bool:
+    """Show the diff and ask y/N on the terminal (stderr); anything but y or yes means no."""
+    print(edit.diff, file=sys.stderr)
+    print(f"Apply this edit to {edit.path}? [y/N] ", end="", file=sys.stderr, flush=True)
+    return sys.stdin.readline().strip().lower() in ("y", "yes")
+
+
+# =========================================================================== S3: emit_answer
+
+EMIT_ANSWER_SCHEMA = {
+    "type": "function",
+    "function": {
+        "name": "emit_answer",
+        "description": (
+            "Give your final answer and the evidence for it. Each citation is a file path and a "
+            "line range that you were shown in this conversation (the injected context, a "
+            "read_file result or a search_code hit). Citations are checked against the repository "
+            "and the conversation; an answer with a citation that fails is sent back to you."
+        ),
+        "parameters": {
+            "type": "object",
+            "properties": {
+                "answer": {"type": "string", "description": "The answer, briefly, in plain text."},
+                "citations": {
+                    "type": "array",
+                    "minItems": 1,
+                    "items": {
+                        "type": "object",
+                        "properties": {
+                            "path": {"type": "string", "description": "File path relative to the repository root."},
+                            "start_line": {"type": "integer", "minimum": 1},
+                            "end_line": {"type": "integer", "minimum": 1},
+                        },
+                        "required": ["path", "start_line", "end_line"],
+                        "additionalProperties": False,
+                    },
+                },
+            },
+            "required": ["answer", "citations"],
+            "additionalProperties": False,
+        },
+    },
+}
+
+# tool_choice naming one function, in OpenAI's format. LiteLLM 1.110.2 passes it on unchanged for
+# openai/, groq/ and hosted_vllm/, turns it into {"type": "tool", "name": ...} for anthropic/ and
+# into functionCallingConfig mode ANY (allowed_function_names) for gemini/; for ollama_chat/ it
+# drops tool_choice altogether, so the model may reply in plain text: finish_with_emit_answer
+# then validates the citations in that text instead.
+FORCE_EMIT_ANSWER = {"type": "function", "function": {"name": "emit_answer"}}
+EMIT_RETRIES = 1        # an invalid answer goes back to the model once, then the run ends
+FINAL_TURN_PROMPT = (
+    "Now give your final answer by calling emit_answer: the answer, and for each claim the path, "
+    "start_line and end_line of lines you were shown in this conversation."
+)
+
+
+def validate_answer(arguments, repo_root, messages, snippets) -> list[str]:
+    """Check emit_answer's arguments; return the problems, one readable line each ([] = valid).
+
+    Contract:
+        arguments  untrusted: what the model sent (normally a dict with "answer" and "citations").
+        repo_root, messages, snippets   the run's root, transcript and injected snippets.
+        returns    [] when: arguments is a dict; "answer" is a non-empty string; "citations" is a
+                   non-empty list; each citation is a dict with a string "path" and whole-number
+                   "start_line" and "end_line" (bool is not a number), 1 <= start_line <= end_line;
+                   and each cited span is grounded: a visible file inside the repository, lines
+                   inside the file, and lines that were injected or shown by a tool in this run.
+                   Otherwise one problem per failure, naming the citation (e.g. "citations[1]
+                   shop/models.py:40-42: ...") and what is wrong, so the model can fix it.
+        never      raises for bad arguments; never re-implements the citation check.
+
+    Hint: copilot.lines_seen(messages, snippets) gives what the run showed; copilot.check_span(
+    path, start_line, end_line, repo_root, seen) checks one span and its .grounded / .reason say
+    the verdict. See lesson/lesson.agent.md, "Section 6: Project Assignment" (Extended Requirements).
+    """
+    if not isinstance(arguments, dict):
+        return [f"the arguments must be an object with answer and citations, got {type(arguments).__name__}"]
+    problems = []
+    answer, citations = arguments.get("answer"), arguments.get("citations")
+    if not isinstance(answer, str) or not answer.strip():
+        problems.append("answer must be a non-empty string")
+    if not isinstance(citations, list) or not citations:
+        problems.append("citations must be a non-empty list of {path, start_line, end_line}")
+        return problems
+    seen = copilot.lines_seen(messages, snippets)
+    for i, cite in enumerate(citations):
+        path = cite.get("path") if isinstance(cite, dict) else None
+        start = cite.get("start_line") if isinstance(cite, dict) else None
+        end = cite.get("end_line") if isinstance(cite, dict) else None
+        numbers = all(isinstance(n, int) and not isinstance(n, bool) for n in (start, end))
+        if not isinstance(path, str) or not numbers:
+            problems.append(f"citations[{i}] must be an object with a string path and whole-number "
+                            f"start_line and end_line, got {cite!r:.120}")
+        elif not 1 <= start <= end:
+            problems.append(f"citations[{i}] {path}:{start}-{end}: lines count from 1 and end_line "
+                            "must not be before start_line")
+        else:
+            checked = copilot.check_span(path, start, end, repo_root, seen)
+            if not checked.grounded:
+                problems.append(f"citations[{i}] {path}:{start}-{end}: {checked.reason}")
+    return problems
+
+
+@dataclass
+class StructuredAnswer:
+    """How the forced emit_answer turn(s) ended."""
+
+    answer: str
+    citations: list             # as the model sent them
+    problems: list[str]         # [] when the last attempt was valid
+    attempts: int               # forced model calls made (1 + retries used)
+    forced: bool                # False when the reply was plain text (the provider ignored tool_choice)
+
+    @property
+    def accepted(self) -> bool:
+        return not self.problems
+
+
+def finish_with_emit_answer(messages, repo_root, complete, snippets, retries=EMIT_RETRIES) -> StructuredAnswer:
+    """After run_agent has answered: force emit_answer, validate it, retry once, then stop.
+
+    Appends to ``messages`` like the loop does (the forced turn, then one tool message per call),
+    so the transcript stays valid for every provider. ``complete`` must accept ``tool_choice=``.
+    Raises NotImplementedError while validate_answer (S3) is a stub.
+    """
+    messages.append({"role": "user", "content": FINAL_TURN_PROMPT})
+    offered = [*tools.TOOL_SCHEMAS, EMIT_ANSWER_SCHEMA]  # the same tools as before, plus the answer
+    for attempt in range(1, retries + 2):
+        message = complete(messages, offered, tool_choice=FORCE_EMIT_ANSWER)
+        calls = agent_loop.parse_tool_calls(message)
+        chosen = next((c for c in calls if c.name == "emit_answer"), None)
+        if chosen is not None:
+            arguments = chosen.arguments
+            problems = [f"the arguments were unusable: {chosen.error}"] if chosen.error else \
+                validate_answer(arguments, repo_root, messages, snippets)
+        else:  # no emit_answer call: a provider that cannot force a tool (LiteLLM drops it for ollama_chat/)
+            arguments = plain_answer_arguments(getattr(message, "content", None) or "")
+            problems = validate_answer(arguments, repo_root, messages, snippets)
+        verdict = "Accepted." if not problems else (
+            "Error: the answer was not accepted:\n" + "\n".join(f"- {p}" for p in problems)
+            + "\nCall emit_answer again and cite only lines you were shown in this conversation.")
+        _record_reply(messages, message, calls, chosen, verdict)
+        if not problems:
+            break
+    answer = arguments.get("answer") if isinstance(arguments, dict) else None
+    cited = arguments.get("citations") if isinstance(arguments, dict) else None
+    return StructuredAnswer(answer if isinstance(answer, str) else "", cited if isinstance(cited, list) else [],
+                            problems, attempt, chosen is not None)
+
+
+def plain_answer_arguments(content: str) -> dict:
+    """emit_answer's arguments read from a plain-text answer: its path:line citations (copilot's pattern)."""
+    citations = []
+    for match in copilot.CITATION.finditer(content):
+        line = int(match.group(2))
+        end = max(int(match.group(3) or line), line)
+        citations.append({"path": match.group(1).removeprefix("./"), "start_line": line, "end_line": end})
+    return {"answer": content, "citations": citations}
+
+
+def _record_reply(messages, message, calls, chosen, verdict: str) -> None:
+    """Append the forced turn and answer every call in it (providers reject unanswered calls)."""
+    if not calls:
+        messages.append({"role": "assistant", "content": getattr(message, "content", None) or ""})
+        if verdict != "Accepted.":
+            messages.append({"role": "user", "content": verdict})
+        return
+    messages.append(agent_loop.assistant_turn(message))
+    for call in calls:
+        reply = verdict if call is chosen else "Error: only emit_answer can be called now."
+        messages.append(agent_loop.tool_result(call.id, reply))
+
+
+# =========================================================================== wiring (S2 and S3)
+
+@contextmanager
+def extra_tools(complete, extra: dict):
+    """Offer extra tools around your run_agent, which stays unchanged.
+
+    ``extra`` maps a tool name to (schema, handler), where ``handler(args, repo_root) -> str``.
+    Inside the ``with`` block the model is offered TOOL_SCHEMAS plus these schemas (through the
+    ``complete`` this yields), and calls of these names are routed to their handlers; every other
+    call still goes to your dispatch_tool. run_agent looks dispatch_tool up by name when it calls
+    it, so it is swapped for a router here and always put back afterwards. With no extra tools,
+    nothing is swapped.
+    """
+    if not extra:
+        yield complete
+        return
+    schemas = [schema for schema, _ in extra.values()]
+    handlers = {name: handler for name, (_, handler) in extra.items()}
+    original_loop, original_tools = agent_loop.dispatch_tool, tools.dispatch_tool
+
+    def dispatch(name, args, repo_root):
+        handler = handlers.get(name)
+        return original_loop(name, args, repo_root) if handler is None else handler(args, repo_root)
+
+    def offering(messages, tool_schemas, **options):
+        return complete(messages, [*tool_schemas, *schemas], **options)
+
+    agent_loop.dispatch_tool = tools.dispatch_tool = dispatch
+    try:
+        yield offering
+    finally:
+        agent_loop.dispatch_tool, tools.dispatch_tool = original_loop, original_tools
