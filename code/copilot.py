@@ -349,7 +349,7 @@ def _check_one(cite: Citation, repo_root, seen) -> Citation:
     total = _count_lines(target)
     cite.in_range = 1 <= cite.line <= cite.end_line <= total
     if not cite.in_range:
-        lines = f"line {cite.line}" if cite.end_line == cite.line else f"lines {cite.line}-{cite.end_line}"
+        lines = f"line {cite.line} is" if cite.end_line == cite.line else f"lines {cite.line}-{cite.end_line} are"
         cite.reason = f"{lines} outside the file ({total} lines)"
         return cite
     shown = seen.get(tools.display_path(repo_root, target), [])
@@ -435,8 +435,9 @@ def format_trace(steps) -> str:
     lines = []
     for step in steps:
         lines.append(f"Step {step.number}")
-        if not step.actions:
-            lines.append("  Answer: (printed below)")
+        if not step.actions:  # only the last answer is the one printed below the trace
+            shown = "(printed below)" if step is steps[-1] else _shorten(step.answer or "", TRACE_OBSERVATION_CHARS)
+            lines.append(f"  Answer: {shown}")
         elif step.thought:
             lines.append(f"  Thought: {_shorten(step.thought, TRACE_OBSERVATION_CHARS)}")
         for action in step.actions:
