@@ -149,3 +149,55 @@ for _ in range(max_steps):
 return MAX_STEPS_REACHED
 """, ("test_bad_json_reaches_the_model_as_an_observation",)),
 )
+
+
+# Known-wrong stretch functions (code/stretch.py). Kept apart from MUTANTS because their tests are
+# opt-in (--stretch): rubric/checks/test_provided_stretch.py plants them with test_course's _plant
+# and runs the S<n> test file of the function's milestone.
+STRETCH_MUTANTS = (
+    Mutant("observations matched by position", "stretch.py", "trace_steps", """
+steps = []
+for index, message in enumerate(messages):
+    if message.get("role") != "assistant":
+        continue
+    calls = message.get("tool_calls") or []
+    if not calls:
+        steps.append(Step(len(steps) + 1, "", [], answer=message.get("content") or ""))
+        continue
+    following = [m for m in messages[index + 1:index + 1 + len(calls)] if m.get("role") == "tool"]
+    actions = [Action(c["function"]["name"], c["function"]["arguments"],
+                      following[i]["content"] if i < len(following) else None) for i, c in enumerate(calls)]
+    steps.append(Step(len(steps) + 1, (message.get("content") or "").strip(), actions))
+return steps
+""", ("test_observations_are_matched_by_tool_call_id_not_by_position",)),
+    Mutant("edits the tests", "stretch.py", "plan_edit", """
+target = tools.resolve_visible(repo_root, path)
+shown = tools.display_path(repo_root, target)
+text = read_text(target, shown)
+if not old_string or text.count(old_string) != 1 or new_string == old_string:
+    raise tools.ToolError("old_string must occur exactly once, and new_string must differ")
+new_text = text.replace(old_string, new_string, 1)
+return Edit(shown, target, text, new_text, unified_diff(shown, text, new_text))
+""", ("test_tests_secrets_and_escapes_are_refused", "test_a_refusal_reaches_the_model_as_an_observation")),
+    Mutant("replaces every match", "stretch.py", "plan_edit", """
+target = tools.resolve_visible(repo_root, path)
+shown = tools.display_path(repo_root, target)
+if is_test_path(tools.relative_parts(repo_root, target)):
+    raise tools.ToolError(f"{shown!r} is a test file: {TEST_REFUSAL}")
+text = read_text(target, shown)
+if old_string not in text:
+    raise tools.ToolError(f"old_string was not found in {shown!r}")
+new_text = text.replace(old_string, new_string)
+return Edit(shown, target, text, new_text, unified_diff(shown, text, new_text))
+""", ("test_old_string_must_occur_exactly_once",)),
+    Mutant("an existing line is enough", "stretch.py", "validate_answer", """
+problems = []
+for i, cite in enumerate(arguments.get("citations") or []):
+    checked = copilot.check_span(cite["path"], cite["start_line"], cite["end_line"], repo_root,
+                                 {cite["path"]: [(1, 10**9)]})
+    if not (checked.exists and checked.in_range):
+        problems.append(f"citations[{i}] {cite['path']}: {checked.reason}")
+return problems
+""", ("test_each_bad_citation_is_named_with_its_reason", "test_a_second_invalid_answer_ends_the_run_with_exit_1",
+      "test_arguments_of_the_wrong_shape_are_problems_not_crashes")),
+)

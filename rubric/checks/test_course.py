@@ -29,7 +29,7 @@ from harness.paths import CODE_DIR, REFERENCE_DIR, REPO_ROOT
 
 from mutants import MUTANTS
 
-LAB_MODULES = ("tools.py", "agent_loop.py")
+LAB_MODULES = ("tools.py", "agent_loop.py", "stretch.py")
 CORE_TESTS = [f"code/tests/{p.name}" for p in sorted((CODE_DIR / "tests").glob("test_m[1-4]_*.py"))]
 
 
@@ -46,7 +46,7 @@ def run_pytest(args, tmp_path, name="outcomes"):
 
 
 def test_every_guiding_test_fails_on_the_stubs_because_of_the_stub(tmp_path):
-    proc, record = run_pytest(["--unlock-all", "code/tests"], tmp_path)
+    proc, record = run_pytest(["--unlock-all", "--stretch", "code/tests"], tmp_path)
     assert "error" not in proc.stdout.split("\n")[-2], proc.stdout[-2000:]  # no collection errors
     tests = [t for t in record["tests"] if t["when"] == "call" or t["outcome"] == "failed"]
     by_node = {}
