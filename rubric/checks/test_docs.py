@@ -320,7 +320,7 @@ def test_backticked_module_names_exist():
 
 def test_every_document_lists_the_same_milestones():
     titles = {m.id: m.title for m in ALL}
-    mentioned = re.compile(r"\b([MS]\d+)(?::\s+| \()")
+    mentioned = re.compile(r"\b([MS]\d+)(?::\s+| \((?=[A-Z]))")  # "M1: Sandbox paths", "M1 (Sandbox paths)"
     problems = []
     for rel in MILESTONE_DOCS:
         d = doc(rel)
