@@ -199,6 +199,9 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
         import litellm  # lazy: importing LiteLLM takes seconds, and --context-only never needs it
 
         litellm.suppress_debug_info = True
+        # A forced tool (S3) that a model cannot honour: LiteLLM downgrades it to "auto" instead of
+        # raising, and the structured answer is then validated from the plain reply.
+        forced = {} if tool_choice == "auto" else {"drop_params": True}
         for attempt in range(RATE_LIMIT_RETRIES + 1):
             try:
                 response = litellm.completion(
@@ -210,6 +213,7 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
                     api_base=settings.api_base,
                     api_key=settings.api_key,
                     timeout=REQUEST_TIMEOUT,
+                    **forced,
                 )
                 break
             except litellm.RateLimitError:

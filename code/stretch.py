@@ -310,9 +310,10 @@ EMIT_ANSWER_SCHEMA = {
 
 # tool_choice naming one function, in OpenAI's format. LiteLLM 1.110.2 passes it on unchanged for
 # openai/, groq/ and hosted_vllm/, turns it into {"type": "tool", "name": ...} for anthropic/ and
-# into functionCallingConfig mode ANY (allowed_function_names) for gemini/; for ollama_chat/ it
-# drops tool_choice altogether, so the model may reply in plain text: finish_with_emit_answer
-# then validates the citations in that text instead.
+# into functionCallingConfig mode ANY (allowed_function_names) for gemini/. It cannot be forced
+# everywhere: for ollama_chat/ LiteLLM drops tool_choice altogether, and for Anthropic models that
+# reject forced tools it downgrades to "auto" (copilot sends drop_params=True on this call). The
+# model may then reply in plain text, and finish_with_emit_answer validates that text instead.
 FORCE_EMIT_ANSWER = {"type": "function", "function": {"name": "emit_answer"}}
 EMIT_RETRIES = 1        # an invalid answer goes back to the model once, then the run ends
 FINAL_TURN_PROMPT = (

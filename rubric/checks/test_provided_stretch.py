@@ -254,6 +254,23 @@ def test_extra_calls_in_the_forced_turn_are_answered_and_plain_text_is_parsed(mo
 
 # ---------------------------------------------------------------- copilot.py's stretch options
 
+def test_only_a_forced_call_lets_litellm_drop_a_tool_choice_the_model_cannot_honour(monkeypatch, tmp_path):
+    """LiteLLM 1.110.2 raises for a named tool_choice on models flagged supports_forced_tool_use: false
+    unless drop_params, which downgrades it to auto; ordinary calls stay exactly as they were."""
+    from types import SimpleNamespace as NS
+
+    litellm = pytest.importorskip("litellm")
+    sent = []
+    answer = NS(choices=[NS(message=NS(content="ok", tool_calls=None))], usage=None)
+    monkeypatch.setattr(litellm, "completion", lambda **kwargs: sent.append(kwargs) or answer)
+    settings = importlib.import_module("config").Settings("anthropic/claude-haiku-4-5", None, "k", None, None, None, tmp_path)
+    complete = copilot.make_complete(settings)
+    complete([{"role": "user", "content": "q"}], tools.TOOL_SCHEMAS)
+    complete([{"role": "user", "content": "q"}], [stretch.EMIT_ANSWER_SCHEMA], tool_choice=stretch.FORCE_EMIT_ANSWER)
+    assert sent[0]["tool_choice"] == "auto" and "drop_params" not in sent[0]
+    assert sent[1]["tool_choice"] == stretch.FORCE_EMIT_ANSWER and sent[1]["drop_params"] is True
+
+
 def test_trace_before_s1_is_one_line_and_json_says_why(monkeypatch, capsys):
     def not_done(messages):
         raise NotImplementedError("S1: stretch.trace_steps is not implemented yet")
