@@ -73,7 +73,10 @@ line numbers the tools and the context show.
 5. Answer briefly: the answer first, then the citations that support it."""
 
 # Added to the rules when --allow-edits offers the edit_file tool (stretch milestone S2).
-EDIT_RULE = """6. You may also change files with edit_file (replace one exact, unique piece of text). Change a file only when the question asks for a change; test files are off limits."""
+EDIT_RULE = (
+    "6. You may also change files with edit_file (replace one exact, unique piece of text). Change "
+    "a file only when the question asks for a change; test files are off limits."
+)
 
 CONTEXT_HEADER = (
     "[Injected context: snippets that context_selector.py picked for this question before you "
@@ -431,7 +434,8 @@ def trace_or_note(messages):
     except Exception as exc:  # a bug in stretch work must not cost the user the answer
         if os.environ.get("COPILOT_DEBUG") == "1":
             raise
-        return None, f"stretch.trace_steps raised {type(exc).__name__}: {_first_line(exc)} (COPILOT_DEBUG=1 shows where)"
+        return None, (f"stretch.trace_steps raised {type(exc).__name__}: {_first_line(exc)} "
+                      "(COPILOT_DEBUG=1 shows where)")
 
 
 def format_trace(steps) -> str:
@@ -445,7 +449,9 @@ def format_trace(steps) -> str:
         elif step.thought:
             lines.append(f"  Thought: {_shorten(step.thought, TRACE_OBSERVATION_CHARS)}")
         for action in step.actions:
-            observation = "(none: no tool message answered this call)" if action.observation is None else action.observation
+            observation = action.observation
+            if observation is None:
+                observation = "(none: no tool message answered this call)"
             lines.append(f"  Action: {action.tool}({action.arguments})")
             lines.append(f"  Observation: {_shorten(observation, TRACE_OBSERVATION_CHARS)}")
     return "\n".join(lines)
