@@ -53,8 +53,9 @@ QUESTION_SETS = {  # name -> (question file, repository it asks about)
 }
 SCRIPTED_RUNS = ("good", "bad")
 MODEL_TOKEN_BUDGET = 200_000  # --model: stop starting new questions once this many tokens are spent
-# Seed 000's runner weights, shown only beside the components they blend (root-cause questions only).
-SEED_000_WEIGHTS = (("suspected_file", 0.25), ("evidence_read", 0.20), ("valid_tool_use", 0.15), ("root_cause", 0.40))
+# The case study's weights (FAILURE_ANALYSIS.md, "A measured case"), shown only beside the components
+# they blend, for root-cause questions only.
+CASE_STUDY_WEIGHTS = (("suspected_file", 0.25), ("evidence_read", 0.20), ("valid_tool_use", 0.15), ("root_cause", 0.40))
 
 
 class QuestionSetError(ValueError):
@@ -128,7 +129,7 @@ class Score:
     ended: str
     answer: str
     failure_note: str = ""       # scripted bad runs: what they get wrong on purpose
-    blended_seed_000: float | None = None
+    blended_case_study: float | None = None
     ungrounded: list = field(default_factory=list)
 
 
@@ -190,7 +191,7 @@ def score_run(q: Question, run: str, result, meter, ended: str, wall: float, cop
         suspected = any(c.path in q.relevant_files for c in citations) or any(f in answer for f in q.relevant_files)
         parts = {"suspected_file": suspected, "evidence_read": score.evidence_read,
                  "valid_tool_use": score.valid_tool_use, "root_cause": score.root_cause}
-        score.blended_seed_000 = round(sum(w for name, w in SEED_000_WEIGHTS if parts[name]), 2)
+        score.blended_case_study = round(sum(w for name, w in CASE_STUDY_WEIGHTS if parts[name]), 2)
     return score
 
 
@@ -347,11 +348,11 @@ def render_report(set_name, repo, impl_label, runs: dict, model_label: str) -> s
         "",
         render_aggregates(runs),
     ]
-    blended = [s for s in scores if s.blended_seed_000 is not None]
+    blended = [s for s in scores if s.blended_case_study is not None]
     if blended:
-        out += ["", "Blended with seed 000's weights (file 0.25, evidence 0.20, tools 0.15, root cause 0.40), "
+        out += ["", "Blended with the case study's weights (FAILURE_ANALYSIS.md) (file 0.25, evidence 0.20, tools 0.15, root cause 0.40), "
                 "shown only beside the components it hides:"]
-        out += [f"  {s.run} {s.id}: {s.blended_seed_000:.2f}" for s in blended]
+        out += [f"  {s.run} {s.id}: {s.blended_case_study:.2f}" for s in blended]
     notes = [s for s in scores if s.failure_note or s.ungrounded]
     if notes:
         out += ["", "Notes:"]

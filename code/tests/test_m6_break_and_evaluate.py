@@ -259,8 +259,8 @@ def test_right_evidence_wrong_answer_is_caught_only_by_the_root_cause(tmp_path):
     check(good.root_cause is True and bad.root_cause is False, M6, LOOP, called,
           "root cause: good True (names cost and price), bad False (names only cost)",
           f"good {good.root_cause}, bad {bad.root_cause}: {bad.answer!r}", "root_cause_terms are ['cost', 'price']")
-    check((good.blended_seed_000, bad.blended_seed_000) == (1.0, 0.6), M6, LOOP, called,
-          "seed 000's weights blend them to 1.00 and 0.60", f"{good.blended_seed_000}, {bad.blended_seed_000}",
+    check((good.blended_case_study, bad.blended_case_study) == (1.0, 0.6), M6, LOOP, called,
+          "the case study's weights blend them to 1.00 and 0.60", f"{good.blended_case_study}, {bad.blended_case_study}",
           "0.25 file + 0.20 evidence + 0.15 tools + 0.40 root cause")
 
 

@@ -92,7 +92,7 @@ def test_failure_analysis_keeps_its_sections():
         assert subs == list(expected), f"{section}: {subs}"
 
 
-def test_the_measured_case_keeps_seed_000s_numbers():
+def test_the_measured_case_keeps_the_case_study_numbers():
     case = next(body for _, title, body in sections() if title == "A measured case")
     for fact in ("0.60", "0.25", "0.20", "0.15", "0.40", "9,647", "`cost`", "`price`", "shop-total-bug"):
         assert fact in case, f"'A measured case' lost {fact!r}"
