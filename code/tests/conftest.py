@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import os
 import shutil
 from pathlib import Path
@@ -9,6 +10,7 @@ from types import SimpleNamespace
 
 import pytest
 
+from harness.offline import go_offline
 from harness.paths import FIXTURE_REPO
 
 
@@ -58,3 +60,15 @@ def repo_copy(tmp_path):
     target = tmp_path / "fixture_repo"
     shutil.copytree(FIXTURE_REPO, target)
     return target
+
+
+@pytest.fixture
+def offline(monkeypatch, tmp_path):
+    """No provider keys, no .env files, a private cache: the tests never touch your settings."""
+    return go_offline(monkeypatch, tmp_path / "cache")
+
+
+@pytest.fixture
+def copilot(offline):
+    """copilot.py, imported with offline settings (it imports litellm only when it calls a model)."""
+    return importlib.import_module("copilot")

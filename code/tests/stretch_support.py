@@ -2,26 +2,7 @@
 
 from __future__ import annotations
 
-import importlib
 import re
-
-import pytest
-
-from harness.teach import show
-
-PROVIDER_KEYS = ("GROQ_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-                 "COPILOT_MODEL", "COPILOT_API_BASE", "COPILOT_API_KEY", "EMBEDDING_MODEL", "EMBEDDING_API_BASE")
-
-
-@pytest.fixture
-def copilot(monkeypatch, tmp_path):
-    """copilot.py with no provider keys, no .env files and a private cache: your settings stay untouched."""
-    for key in PROVIDER_KEYS:
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("COPILOT_NO_DOTENV", "1")
-    monkeypatch.setenv("COPILOT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    return importlib.import_module("copilot")
 
 
 def main(copilot, capsys, argv, complete):

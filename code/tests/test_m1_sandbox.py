@@ -75,7 +75,7 @@ def test_root_itself_resolves(safe_resolve, tree):
 
 def test_root_may_be_a_string(safe_resolve, tree):
     """repo_root may arrive as a str as well as a Path."""
-    called = f"safe_resolve(str(<tmp>/repo), 'src/config.py')"
+    called = "safe_resolve(str(<tmp>/repo), 'src/config.py')"
     expected = (tree.root / "src" / "config.py").resolve()
     try:
         got = safe_resolve(str(tree.root), "src/config.py")

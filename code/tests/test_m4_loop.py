@@ -51,7 +51,7 @@ def drive(run_agent, model, repo, called, max_steps=None):
              "append assistant_turn(message) FIRST, then one tool_result(call.id, ...) per call "
              "(lesson: Section 9, 'Tool results without the assistant turn')")
     except RunawayLoop as exc:
-        fail(M4, FN, called, f"stop after max_steps model calls", f"{exc}",
+        fail(M4, FN, called, "stop after max_steps model calls", f"{exc}",
              "loop with `for step in range(max_steps)`, never `while True`")
     except Exception as exc:
         fail(M4, FN, called, "a returned string (tool problems become observations)",

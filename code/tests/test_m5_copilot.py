@@ -23,6 +23,7 @@ import pytest
 
 from harness.fake_server import FakeServer, text_reply, tool_reply
 from harness.milestones import BY_ID
+from harness.offline import PROVIDER_VARIABLES
 from harness.paths import CODE_DIR, FIXTURE_REPO, SENTINEL
 from harness.scripted import AlwaysCallsTool, ScriptedModel, answer, call, turn
 from harness.strict_provider import StrictProvider
@@ -32,24 +33,6 @@ M5 = BY_ID["M5"]
 QUESTION = "Why does order_total raise AttributeError?"
 GOOD_ANSWER = ("subtotal reads item.cost (shop/service.py:9), but Item only defines price "
                "(shop/models.py:11).")
-PROVIDER_KEYS = ("GROQ_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-                 "COPILOT_MODEL", "COPILOT_API_BASE", "COPILOT_API_KEY", "EMBEDDING_MODEL", "EMBEDDING_API_BASE")
-
-
-@pytest.fixture
-def offline(monkeypatch, tmp_path):
-    """No provider keys, no .env files, a private cache: the tests never touch your settings."""
-    for key in PROVIDER_KEYS:
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("COPILOT_NO_DOTENV", "1")
-    monkeypatch.setenv("COPILOT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-    return tmp_path / "cache"
-
-
-@pytest.fixture
-def copilot(offline):
-    return importlib.import_module("copilot")
 
 
 def run_scripted(copilot, script, **kwargs):
@@ -68,7 +51,7 @@ def cli(args, env_extra=None, timeout=120):
     """Run copilot.py in a fresh interpreter (with --reference when the tests run the reference)."""
     if os.environ.get("LESSON06_IMPL") == "reference":
         args = ["--reference", *args]
-    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_KEYS}
+    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_VARIABLES}
     env.update(env_extra or {})
     return subprocess.run([sys.executable, str(CODE_DIR / "copilot.py"), *args], cwd=CODE_DIR, env=env,
                           capture_output=True, text=True, timeout=timeout)

@@ -14,7 +14,6 @@ import os
 import sys
 from pathlib import Path
 
-import pytest
 
 import break_and_observe as bo
 from harness.meter import HARNESS_MAX_TOOL_CALLS

@@ -15,7 +15,7 @@ from harness.paths import FIXTURE_REPO
 from harness.scripted import ScriptedModel, answer, call, turn
 from harness.strict_provider import StrictProvider
 from harness.teach import check, learner, show
-from stretch_support import copilot, main  # noqa: F401  (copilot is a fixture)
+from stretch_support import main
 
 S1 = BY_ID["S1"]
 FN = "stretch.trace_steps"

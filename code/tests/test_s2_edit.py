@@ -10,13 +10,12 @@ from __future__ import annotations
 
 import json
 
-import pytest
 
 from harness.milestones import BY_ID
 from harness.scripted import ScriptedModel, answer, call, turn
 from harness.strict_provider import StrictProvider
 from harness.teach import check, learner, show
-from stretch_support import copilot, main  # noqa: F401  (copilot is a fixture)
+from stretch_support import main
 
 S2 = BY_ID["S2"]
 FN = "stretch.plan_edit"

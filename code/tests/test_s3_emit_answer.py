@@ -16,7 +16,7 @@ from harness.paths import FIXTURE_REPO
 from harness.scripted import ScriptedModel, answer, call, turn
 from harness.strict_provider import StrictProvider
 from harness.teach import check, learner, show
-from stretch_support import Forcing, copilot, main  # noqa: F401  (copilot is a fixture)
+from stretch_support import Forcing, main
 
 S3 = BY_ID["S3"]
 FN = "stretch.validate_answer"

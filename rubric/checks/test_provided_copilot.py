@@ -10,22 +10,18 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
+from harness.offline import offline_env
 from harness.paths import CODE_DIR, FIXTURE_REPO, SENTINEL
 
-PROVIDER_KEYS = ("GROQ_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-                 "COPILOT_MODEL", "COPILOT_API_BASE", "COPILOT_API_KEY", "EMBEDDING_MODEL", "EMBEDDING_API_BASE")
 config = importlib.import_module("config")
 cs = importlib.import_module("context_selector")
 
 
 def clean_env(tmp_path, **extra):
-    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_KEYS}
-    env.update(COPILOT_NO_DOTENV="1", COPILOT_CACHE_DIR=str(tmp_path / "cache"), **extra)
-    return env
+    return offline_env(tmp_path / "cache", **extra)
 
 
 def copilot_cli(args, env, cwd=CODE_DIR):

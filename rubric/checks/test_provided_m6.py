@@ -8,25 +8,23 @@ from __future__ import annotations
 
 import importlib
 import json
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 
+from harness.offline import go_offline, offline_env
 from harness.paths import CODE_DIR, REPO_ROOT
 
 bo = importlib.import_module("break_and_observe")
 evaluate = importlib.import_module("evaluate")
 
-PROVIDER_KEYS = ("GROQ_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
-                 "COPILOT_MODEL", "COPILOT_API_BASE", "COPILOT_API_KEY", "EMBEDDING_MODEL", "EMBEDDING_API_BASE")
 
 
 def clean_env(tmp_path, impl=None):
-    env = {k: v for k, v in os.environ.items() if k not in PROVIDER_KEYS and k != "LESSON06_IMPL"}
-    env.update(COPILOT_NO_DOTENV="1", COPILOT_CACHE_DIR=str(tmp_path / "cache"), LITELLM_LOCAL_MODEL_COST_MAP="True")
+    env = offline_env(tmp_path / "cache")
+    env.pop("LESSON06_IMPL", None)
     if impl:
         env["LESSON06_IMPL"] = impl
     return env
@@ -233,11 +231,7 @@ def test_evaluate_cli_prints_the_table_for_both_sets(tmp_path):
 def test_model_runs_hold_their_budget_against_a_local_server(tmp_path, monkeypatch, capsys):
     """The real LiteLLM path (harness/fake_server.py on 127.0.0.1): calls and tokens stay within budget."""
     fake = importlib.import_module("harness.fake_server")
-    for key in PROVIDER_KEYS:
-        monkeypatch.delenv(key, raising=False)
-    monkeypatch.setenv("COPILOT_NO_DOTENV", "1")
-    monkeypatch.setenv("COPILOT_CACHE_DIR", str(tmp_path / "cache"))
-    monkeypatch.setenv("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    go_offline(monkeypatch, tmp_path / "cache")
     always_reads = lambda body, n: fake.tool_reply(("read_file", {"path": "README.md"}))  # noqa: E731
     with fake.FakeServer(always_reads) as server:
         base = ["--model", "openai/fake", "--api-base", server.base_url, "--json"]
