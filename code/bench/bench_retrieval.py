@@ -4,9 +4,11 @@
 
 For each question in retrieval_questions.jsonl (a developer question and the file that answers
 it), both rankers order the repository's files by their best chunk; we report the mean
-reciprocal rank (MRR) of the answering file and how often it comes first (top-1).
+reciprocal rank (MRR) of the answering file, how often it comes first (top-1), and how often it
+is among the first 3 (in-3: the files copilot.py injects context from by default).
   - context_selector: identifier-aware terms (snake_case/CamelCase split, plurals folded),
-    question stopwords dropped, the file's path words added to each chunk, BM25 weights.
+    question stopwords dropped, the file's path words added to each chunk, BM25 weights, and
+    the file-role weights (tests, docs and changelogs count less than source).
   - plain BM25: the same chunks, lowercase \\w+ tokens, nothing else.
 This is a measurement, not a test: the numbers go in the report, nothing asserts on them.
 """
@@ -104,7 +106,8 @@ def main() -> int:
     print(f"{len(questions)} questions over flask 3.1.0 and requests 2.32.3 (whole repositories: src, tests, docs)")
     for ranker, rr in totals.items():
         top1 = sum(1 for r in rr if r == 1.0) / len(rr)
-        print(f"  {ranker:<17} MRR {sum(rr) / len(rr):.3f}   top-1 {top1:.0%}")
+        in3 = sum(1 for r in rr if r >= 1 / 3) / len(rr)
+        print(f"  {ranker:<17} MRR {sum(rr) / len(rr):.3f}   top-1 {top1:.0%}   in-3 {in3:.0%}")
     if "-v" in sys.argv:
         print("context_selector misses:\n" + "\n".join(misses))
     return 0

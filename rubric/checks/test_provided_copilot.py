@@ -149,6 +149,24 @@ def test_identifiers_split_into_words():
     assert "why" not in cs.question_terms("why does config default to Groq?")
 
 
+@pytest.mark.parametrize("rel,role", [
+    ("src/flask/sessions.py", "source"), ("tests/test_basic.py", "test"), ("pkg/test_utils.py", "test"),
+    ("conftest.py", "test"), ("docs/config.rst", "doc"), ("README.md", "doc"), ("HISTORY.md", "changelog"),
+    ("CHANGES.rst", "changelog"), ("src/history.py", "source"),
+])
+def test_file_roles_come_from_the_path(rel, role):
+    assert cs.file_role(rel) == role
+
+
+def test_source_outranks_a_test_that_matches_as_well(tmp_path):
+    body = "def refresh_token_cache():\n    return rotate_refresh_token()\n"
+    (tmp_path / "tests").mkdir()
+    (tmp_path / "tests" / "auth.py").write_text(body)
+    (tmp_path / "auth.py").write_text(body)
+    snippets = cs.select_context("how is the refresh token rotated?", tmp_path, k=2, cache_dir=tmp_path / "cache")
+    assert [s.path for s in snippets][:2] == ["auth.py", "tests/auth.py"]
+
+
 def test_python_is_chunked_by_definition_and_bad_python_by_windows():
     source = "import os\n\n\n@decorator\ndef first():\n    return 1\n\n\nclass Second:\n    x = 1\n"
     assert cs.chunk_spans("m.py", source) == [(1, 3), (4, 6), (7, 8), (9, 10)]
