@@ -8,7 +8,8 @@ How (the retrieval you built in Projects 03/04, applied to source files):
      (no .git, no virtualenvs, never a .env or a private key).
   2. Chunk: Python by top-level function and class (via ``ast``; a big class by method), the
      lines between them as their own chunks; other text files by windows of lines.
-  3. Embed every chunk and the question as vectors, and rank chunks by their dot product.
+  3. Embed every chunk and the question as vectors, and rank chunks by their dot product,
+     scaled by the file's role (source 1.0; tests and docs 0.7; changelogs 0.5).
   4. Keep the best chunks of the top-k files, within a character budget, with line numbers.
 
 The simplest embedding: one dimension per word of the repository's vocabulary. A chunk's value on
