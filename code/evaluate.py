@@ -350,7 +350,7 @@ def render_report(set_name, repo, impl_label, runs: dict, model_label: str) -> s
     ]
     blended = [s for s in scores if s.blended_case_study is not None]
     if blended:
-        out += ["", "Blended with the case study's weights (FAILURE_ANALYSIS.md) (file 0.25, evidence 0.20, tools 0.15, root cause 0.40), "
+        out += ["", "Blended with the case study's weights from FAILURE_ANALYSIS.md (file 0.25, evidence 0.20, tools 0.15, root cause 0.40), "
                 "shown only beside the components it hides:"]
         out += [f"  {s.run} {s.id}: {s.blended_case_study:.2f}" for s in blended]
     notes = [s for s in scores if s.failure_note or s.ungrounded]
