@@ -89,6 +89,8 @@ def render_hints(config, value: str) -> str:
     if wanted.isdigit():  # "--hint 2": tier 2 of the current milestone
         wanted, tier_text = "", wanted
     milestone = BY_ID.get(wanted.upper()) if wanted else None
+    if wanted and milestone is None:
+        return f"No milestone {wanted!r}. Choose one of {', '.join(BY_ID)}, e.g. python -m pytest --hint M2:2"
     if milestone is None:
         current = read_current_milestone(config)
         milestone = BY_ID.get(current or "M1", MILESTONES[0])
