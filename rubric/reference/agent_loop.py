@@ -52,8 +52,8 @@ def assistant_turn(message) -> dict:
 
     Providers require this turn (with its ``tool_calls``) right before the tool results. A dict
     rather than LiteLLM's Message object: ``json.dumps`` can save it, and some providers mutate
-    the object if it is sent back. Content is "" rather than None because some local servers
-    reject a tool-calling turn without it. Arguments that are not a JSON object are sent back as
+    the object if it is sent back. Content is None (JSON null) when the model wrote no text:
+    "" makes LiteLLM send Gemini an empty text part, which Google rejects. Arguments that are not a JSON object are sent back as
     "{}" (the problem reaches the model as that call's result); ids and names are kept as they
     are, so they match the tool results (bounded_reply has already made them usable strings).
     """
@@ -71,8 +71,9 @@ def assistant_turn(message) -> dict:
                 "function": {"name": name if isinstance(name, str) else shorten(name), "arguments": arguments},
             }
         )
-    content = getattr(message, "content", None)
-    return {"role": "assistant", "content": content if isinstance(content, str) else "", "tool_calls": calls}
+    text = getattr(message, "content", None)
+    content = text if isinstance(text, str) and text.strip() else None
+    return {"role": "assistant", "content": content, "tool_calls": calls}
 
 
 def _is_json_object(text) -> bool:
