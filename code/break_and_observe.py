@@ -581,17 +581,17 @@ def render(ev: Evidence) -> str:
 # --------------------------------------------------------------------------- a real model (--model)
 
 def real_model(model_name: str | None, api_base: str | None):
-    """(complete, totals, label) for a real model through copilot.py's LiteLLM wiring.
+    """(complete, totals, label) for a real model through llm.py's LiteLLM wiring.
 
     ``totals()`` returns the tokens (in, out) spent so far, as the provider reported them.
     Raises config.ConfigError when no provider is configured.
     """
     import config
-    import copilot  # LiteLLM itself is imported on the first call (~3 s); only --model needs it
+    import llm  # LiteLLM itself is imported on the first call (~3 s); only --model needs it
 
     settings = config.load_settings(model=model_name, api_base=api_base)
-    usage = copilot.Usage()
-    complete = copilot.make_complete(settings, usage)
+    usage = llm.Usage()
+    complete = llm.make_complete(settings, usage)
     return complete, lambda: (usage.prompt_tokens, usage.completion_tokens), f"real model: {settings.model}"
 
 

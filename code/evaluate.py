@@ -7,7 +7,7 @@
 
 This is a measurement, not a test: answers vary between runs and models, so record the numbers and
 compare them. Every run goes through copilot.run (context injection, your run_agent, the real
-tools, copilot.check_citations); offline, the model is replaced by the scripted runs in
+tools, citations.check_citations); offline, the model is replaced by the scripted runs in
 eval/scripted_runs.py, which are labelled as such and are not model output.
 
 Components, per question (never blended into one number):
@@ -42,6 +42,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import break_and_observe as bo
+import llm  # imports config only; the lab modules are imported after --reference picks them
 from harness.meter import HARNESS_MAX_CALLS, HARNESS_MAX_TOKENS, HarnessCeiling, Meter, canonical
 from harness.strict_provider import ProviderRejected
 
@@ -138,13 +139,15 @@ def mentions(text: str, term: str) -> bool:
     return re.search(rf"(?<![\w]){re.escape(term)}(?![\w])", text or "", re.IGNORECASE) is not None
 
 
-def files_read(messages, copilot) -> list[str]:
+def files_read(messages) -> list[str]:
     """Paths that read_file really returned (error results do not count)."""
+    import citations  # after use_implementation: it imports tools
+
     paths = set()
     for message in messages:
         content = str(message.get("content") or "")
         if message.get("role") == "tool" and not content.startswith("Error:"):
-            paths.update(m[0] for m in copilot.READ_HEADER.findall(content))
+            paths.update(m[0] for m in citations.READ_HEADER.findall(content))
     return sorted(paths)
 
 
@@ -160,16 +163,18 @@ def matches_expected(spec: str, citations) -> bool:
     return False
 
 
-def score_run(q: Question, run: str, result, meter, ended: str, wall: float, copilot, failure="") -> Score:
+def score_run(q: Question, run: str, result, meter, ended: str, wall: float, failure="") -> Score:
     messages = result.messages if result else []
     answered = result is not None and result.termination == "answered"
     answer = result.answer if answered else ""
     citations = result.citations if answered else []
-    calls = copilot.tool_calls_of(messages)
+    import report  # after use_implementation: it imports agent_loop and stretch
+
+    calls = report.tool_calls_of(messages)
     signatures = [(c["name"], canonical(c["arguments"])) for c in calls]
     errors = sum(1 for c in calls if c["error"])
     repeats = len(signatures) - len(set(signatures))
-    read = files_read(messages, copilot)
+    read = files_read(messages)
     context = sorted({s.path for s in (result.snippets if result else [])})
     score = Score(
         id=q.id, run=run,
@@ -217,7 +222,7 @@ def evaluate_question(q: Question, repo, model, *, run: str, usage=None, failure
         result = copilot.run(q.question, repo, complete=meter, max_steps=max_steps, top_k=top_k,
                              use_context=use_context, cache_dir=cache_dir)
         ended = result.termination
-    except copilot.NotDoneYet as exc:  # copilot turns the stub's NotImplementedError into this
+    except llm.NotDoneYet as exc:  # copilot turns the stub's NotImplementedError into this
         raise NotImplementedError(str(exc)) from None
     except HarnessCeiling as stop:
         ended = f"harness ceiling ({stop})"
@@ -227,7 +232,7 @@ def evaluate_question(q: Question, repo, model, *, run: str, usage=None, failure
         if usage is not None and _is_provider_error(exc):
             raise  # a real provider failed: the caller prints one line and stops
         ended = f"crashed: {type(exc).__name__}: {str(exc)[:120]}"
-    return score_run(q, run, result, meter, ended, time.perf_counter() - started, copilot, failure)
+    return score_run(q, run, result, meter, ended, time.perf_counter() - started, failure)
 
 
 def _is_provider_error(exc) -> bool:
@@ -427,8 +432,7 @@ def main(argv=None) -> int:
         print(f"evaluate: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # no provider, authentication, unreachable server: one line, no traceback
-        describe = getattr(sys.modules.get("copilot"), "describe_error", None)
-        print(f"evaluate: {describe(exc) if describe else exc}", file=sys.stderr)
+        print(f"evaluate: {llm.describe_error(exc)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps({
