@@ -41,11 +41,22 @@ class Citation:
         return self.exists and self.in_range and self.seen
 
 
-def lines_seen(messages, snippets) -> dict[str, list[tuple[int, int]]]:
-    """path -> line ranges the model was shown: injected snippets, read_file windows, search hits."""
+def lines_seen(messages, snippets, shown=None) -> dict[str, list[tuple[int, int]]]:
+    """path -> line ranges the model was shown: injected snippets, read_file windows, search hits.
+
+    What the tools showed comes from ``shown``, the record tools.recording() keeps while a run
+    goes (default: the active one): data the tools produced, never re-parsed from observation
+    text, which a file name or a file's contents could forge. Only without any record (a saved
+    transcript checked later) are the observations parsed instead.
+    """
     seen: dict[str, list[tuple[int, int]]] = {}
     for s in snippets:
         seen.setdefault(s.path, []).append((s.start_line, s.end_line))
+    record = tools.current_record() if shown is None else shown
+    if record is not None:
+        for path, lo, hi in record:
+            seen.setdefault(path, []).append((lo, hi))
+        return seen
     for message in messages:
         if message.get("role") != "tool" or str(message.get("content", "")).startswith("Error:"):
             continue
@@ -96,9 +107,13 @@ def _check_one(cite: Citation, repo_root, seen) -> Citation:
     if not target.is_file():
         cite.reason = "no such file in the repository"
         return cite
+    try:
+        total, complete = _count_lines(target)
+    except tools.ToolError:  # a FIFO, a hard-linked file, a link swapped in since resolving
+        cite.reason = "not a plain file the tools read (hard-linked, special, or changed while checked)"
+        return cite
     cite.exists = True
-    total = _count_lines(target)
-    cite.in_range = 1 <= cite.line <= cite.end_line <= total
+    cite.in_range = 1 <= cite.line <= cite.end_line and (cite.end_line <= total or not complete)
     if not cite.in_range:
         lines = f"line {cite.line} is" if cite.end_line == cite.line else f"lines {cite.line}-{cite.end_line} are"
         cite.reason = f"{lines} outside the file ({total} lines)"
@@ -111,10 +126,15 @@ def _check_one(cite: Citation, repo_root, seen) -> Citation:
     return cite
 
 
-def _count_lines(path: Path) -> int:
-    count, last = 0, b""
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
+def _count_lines(path: Path) -> tuple[int, bool]:
+    """Lines in the file as tools.split_lines counts them, reading at most tools.MAX_SCAN_BYTES
+    through the race-safe opener (no link followed, no FIFO waited on): (count, complete)."""
+    count, last, budget = 0, b"", tools.MAX_SCAN_BYTES
+    with tools.open_resolved(path) as fh:
+        while budget > 0 and (chunk := fh.read(min(1 << 20, budget))):
+            budget -= len(chunk)
             count += chunk.count(b"\n")
             last = chunk[-1:]
-    return count + (1 if last not in (b"", b"\n") else 0)
+        if budget <= 0 and fh.read(1):
+            return count, False
+    return count + (1 if last not in (b"", b"\n") else 0), True

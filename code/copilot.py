@@ -51,6 +51,7 @@ import context_selector  # noqa: E402
 import llm  # noqa: E402
 import report  # noqa: E402
 import stretch  # noqa: E402  (the opt-in stretch milestones S1-S3, from the implementation under test)
+import tools  # noqa: E402
 
 
 # --------------------------------------------------------------------------- command line
@@ -69,6 +70,7 @@ def parse_args(argv):
     parser.add_argument("--trace", action="store_true", help="print Thought -> Action -> Observation for every step")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
     parser.add_argument("--save-transcript", metavar="FILE", help="write the whole conversation as JSON")
+    parser.add_argument("--env-file", metavar="FILE", help="read settings from FILE instead of code/.env")
     stretch_flags = parser.add_argument_group("stretch milestones (stretch.py)")
     stretch_flags.add_argument("--allow-edits", action="store_true",
                                help="S2: offer the edit_file tool; a dry run shows each diff and changes nothing")
@@ -94,7 +96,7 @@ def main(argv=None, complete=None) -> int:
             return context_only(args, root)
         edits = stretch.edit_policy(args.allow_edits, args.apply, args.yes, json_output=args.json)
         if complete is None:
-            settings = config.load_settings(model=args.model, api_base=args.api_base)
+            settings = config.load_settings(model=args.model, api_base=args.api_base, env_file=args.env_file)
         result = run(args.question, root, settings=settings, complete=complete, max_steps=args.max_steps,
                      top_k=args.top_k, use_context=not args.no_context, structured=args.structured, edits=edits)
     except KeyboardInterrupt:
@@ -104,7 +106,9 @@ def main(argv=None, complete=None) -> int:
             raise
         return fail(llm.describe_error(exc, settings), args)
     if args.save_transcript:
-        report.save_transcript(result, args.save_transcript)
+        problem = report.save_transcript(result, args.save_transcript)
+        if problem:  # the answer is still printed below
+            print(f"copilot: {report.terminal_safe(problem)}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False))
     else:
@@ -145,18 +149,19 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
         "edit_file": (stretch.EDIT_FILE_SCHEMA, partial(stretch.edit_file_tool, policy=edits))}
     final = None
     try:
-        with stretch.extra_tools(model, extra) as offered:  # no extra tools: nothing changes
-            answer = agent_loop.run_agent(messages, root, offered, max_steps=steps)
-        capped = isinstance(answer, str) and answer.startswith(agent_loop.MAX_STEPS_REACHED)
-        if structured and not capped:
-            final = stretch.finish_with_emit_answer(messages, root, model, snippets)
-            answer = final.answer
-        if capped:
-            cited = []
-        elif final is not None:
-            cited = citations.structured_citations(final, root, messages, snippets)
-        else:
-            cited = citations.check_citations(answer, root, messages, snippets)
+        with tools.recording():  # what the tools returned, as data: the citation check reads it
+            with stretch.extra_tools(model, extra) as offered:  # no extra tools: nothing changes
+                answer = agent_loop.run_agent(messages, root, offered, max_steps=steps)
+            capped = isinstance(answer, str) and answer.startswith(agent_loop.MAX_STEPS_REACHED)
+            if structured and not capped:
+                final = stretch.finish_with_emit_answer(messages, root, model, snippets)
+                answer = final.answer
+            if capped:
+                cited = []
+            elif final is not None:
+                cited = citations.structured_citations(final, root, messages, snippets)
+            else:
+                cited = citations.check_citations(answer, root, messages, snippets)
     except NotImplementedError as exc:  # a learner-owned function (M1-M4, S1-S3) is still a stub
         raise llm.NotDoneYet(str(exc)) from None
     termination = "max_steps" if capped else "invalid_answer" if final and not final.accepted else "answered"
@@ -221,7 +226,7 @@ def check_repo(repo_root) -> Path:
 
 def context_only(args, root: Path) -> int:
     """--context-only: the snippets the model would get, with no model and no key."""
-    settings = config.load_settings(need_model=False)
+    settings = config.load_settings(need_model=False, env_file=args.env_file)
     embed = None
     if settings.embedding_model:
         embed = context_selector.LiteLLMEmbedder(
@@ -231,14 +236,14 @@ def context_only(args, root: Path) -> int:
         print(json.dumps({"question": args.question, "repo": str(root),
                           "context": [asdict(s) for s in snippets]}, ensure_ascii=False))
     elif snippets:
-        print(context_selector.render_snippets(snippets))
+        print(report.terminal_safe(context_selector.render_snippets(snippets)))
     else:
         print("(no snippet shares a word with the question)")
     return 0
 
 
 def fail(message: str, args) -> int:
-    print(f"copilot: {message}", file=sys.stderr)
+    print(f"copilot: {report.terminal_safe(message)}", file=sys.stderr)
     if args.json:
         print(json.dumps({"error": message, "exit_code": 2}))
     return 2

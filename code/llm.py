@@ -2,13 +2,13 @@
 as one line.
 
     make_complete(settings, usage)   complete(messages, tool_schemas, tool_choice="auto") -> message
-    counting(complete, usage)        the same, counting each call as a step
+    counting(complete, usage)        the same, counting each call as a step and bounding each reply
     Usage                            model calls, tokens and dollars of one run
     describe_error(exc, settings)    one line for stderr: what went wrong and what to do
 
 A rate limit is retried RATE_LIMIT_RETRIES times, waiting RATE_LIMIT_WAIT seconds, then doubling.
 LiteLLM is imported on the first call (it takes seconds; --context-only never needs it).
-Imports config, never copilot.
+Imports config and agent_loop (for bounded_reply), never copilot.
 """
 
 from __future__ import annotations
@@ -101,11 +101,18 @@ def _cost_of(response) -> float | None:
 
 
 def counting(complete, usage: Usage):
-    """Wrap ``complete`` so that every model call counts as a step."""
+    """Wrap ``complete`` so that every model call counts as a step, and every reply is bounded.
+
+    agent_loop.bounded_reply runs before the loop sees the reply: unique string ids, plain tool
+    names, at most MAX_CALLS_PER_TURN calls run per turn (the others are answered with an error).
+    """
+
+    import agent_loop  # here, not at the top: the implementation (code/ or reference) is chosen by then
 
     def counted(messages, tool_schemas, **options):
         usage.steps += 1
-        return complete(messages, tool_schemas, **options)  # options: tool_choice, for --structured
+        # options: tool_choice, for --structured
+        return agent_loop.bounded_reply(complete(messages, tool_schemas, **options))
 
     return counted
 
