@@ -127,14 +127,7 @@ def _check_one(cite: Citation, repo_root, seen) -> Citation:
 
 
 def _count_lines(path: Path) -> tuple[int, bool]:
-    """Lines in the file as tools.split_lines counts them, reading at most tools.MAX_SCAN_BYTES
-    through the race-safe opener (no link followed, no FIFO waited on): (count, complete)."""
-    count, last, budget = 0, b"", tools.MAX_SCAN_BYTES
+    """Lines in the file as tools.split_lines counts them, through the race-safe opener (no link
+    followed, no FIFO waited on), reading at most tools.MAX_SCAN_BYTES: (count, complete)."""
     with tools.open_resolved(path) as fh:
-        while budget > 0 and (chunk := fh.read(min(1 << 20, budget))):
-            budget -= len(chunk)
-            count += chunk.count(b"\n")
-            last = chunk[-1:]
-        if budget <= 0 and fh.read(1):
-            return count, False
-    return count + (1 if last not in (b"", b"\n") else 0), True
+        return tools.count_lines(fh)

@@ -478,7 +478,12 @@ def open_resolved(resolved, write_dir: bool = False):
 
 
 class _OpenDirectory:
-    """``with _OpenDirectory(root, parts) as where:`` gives what os.scandir and _lexists_in accept."""
+    """``with _OpenDirectory(root, parts) as where:`` gives what os.scandir and _lexists_in accept.
+
+    With openat() this is a descriptor, so the listing is of the folder that was checked. The
+    fallback (Windows) cannot hold a folder open: it checks the folder before listing it, so a
+    swap and swap back in that instant could show names (never contents) from elsewhere.
+    """
 
     def __init__(self, repo_root, parts):
         self.fd = _open_fd(repo_root, parts, want_dir=True)
@@ -535,12 +540,15 @@ def _is_binary(prefix: bytes) -> bool:
     return b"\x00" in prefix
 
 
+MAX_LINE_NUMBER = 1_000_000_000
+
+
 def _check_line_number(name: str, value) -> int:
     if isinstance(value, bool) or not isinstance(value, int):
         raise ToolError(f"{name} must be a whole number, got {shorten(value)}")
     if value < 1:
         raise ToolError(f"{name} must be 1 or more (lines are numbered from 1), got {shorten(value)}")
-    return value
+    return min(value, MAX_LINE_NUMBER)  # clamped like any number past the end; a 4,000-digit one too
 
 
 def read_file(repo_root, path, start_line=1, end_line=None) -> str:
@@ -622,7 +630,7 @@ def _read_window(fh, first: int, last: int) -> tuple[list[str], int, bool]:
                 text = text[:MAX_LINE_CHARS] + " [... line cut]"
             lines.append(text)
         if number >= last:
-            more, complete = _count_remaining_lines(fh, budget)
+            more, complete = count_lines(fh, budget)
             return lines, number + more, complete
     return lines, number, not fh.read(1)
 
@@ -637,8 +645,9 @@ def _skip_rest_of_line(fh, budget: int) -> int:
     return spent
 
 
-def _count_remaining_lines(fh, budget: int) -> tuple[int, bool]:
-    """Count the lines after the current position (a line start), reading at most ``budget`` bytes."""
+def count_lines(fh, budget: int = MAX_SCAN_BYTES) -> tuple[int, bool]:
+    """Count the lines (as split_lines counts them) from the current position, a line start, of a
+    binary file, reading at most ``budget`` bytes: (count, complete)."""
     count, last_byte = 0, b""
     while budget > 0 and (chunk := fh.read(min(1 << 20, budget))):
         budget -= len(chunk)
