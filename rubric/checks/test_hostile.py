@@ -197,9 +197,9 @@ def test_a_hard_link_to_a_file_outside_is_refused(repo, tmp_path):
 class Swapper:
     """Swap repo/docs between a real folder and a symlink to the outside, as fast as possible."""
 
-    def __init__(self, repo: Path, outside: Path):
+    def __init__(self, repo: Path, outside: Path, pause: float = 0.0):
         self.link, self.real, self.outside = repo / "docs", repo / "docs_real", outside
-        self.swaps, self.stop, self.error = 0, threading.Event(), None
+        self.swaps, self.stop, self.error, self.pause = 0, threading.Event(), None, pause
 
     def run(self):
         try:
@@ -209,6 +209,10 @@ class Swapper:
                 self.swaps += 1
                 os.unlink(self.link)
                 os.rename(self.real, self.link)
+                if self.pause:
+                    time.sleep(self.pause)  # leave the real folder in place a while, so some calls get through
+        except PermissionError as exc:  # Windows will not rename a folder with open files in it
+            self.error = exc
         except OSError as exc:  # pragma: no cover - reported by the test
             self.error = exc
 
@@ -274,6 +278,8 @@ def test_swapping_a_folder_for_a_symlink_never_returns_outside_content(race_repo
                     break
     finally:
         sys.setswitchinterval(interval)
+    if isinstance(swapper.error, PermissionError):
+        pytest.skip(f"this OS refuses to swap a folder that is in use ({swapper.error}); nothing leaked before that")
     assert swapper.error is None, swapper.error
     assert swapper.swaps > 100, f"the swapper only managed {swapper.swaps} swaps: the race was not exercised"
     print(f"\n{tool} ({'openat' if use_dir_fd else 'fallback'}): {i} calls in {time.monotonic() - started:.1f} s, "
@@ -309,6 +315,7 @@ def test_a_fifo_swapped_in_after_the_walk_never_blocks_search(repo, monkeypatch)
         assert tools.dispatch_tool("search_code", {"query": "handler"}, repo).startswith("No matches")
 
 
+@pytest.mark.skipif(sys.platform == "win32", reason="NTFS files are not sparse unless marked so: 8 GiB of disk")
 def test_a_huge_sparse_file_is_read_in_bounded_time(repo):
     big = repo / "pkg" / "big.log"
     with open(big, "wb") as fh:
@@ -475,11 +482,16 @@ ESC_TEXT = "\x1b]52;c;c3RvbGVu\x07\x1b[2J"  # OSC 52 (clipboard write), then cle
 
 
 def test_item9_no_control_character_reaches_the_terminal(cp, repo, capsys):
-    (repo / "pkg" / ESC_NAME).write_text(f"X = '{ESC_TEXT}'\n")
+    name = ESC_NAME
+    try:
+        (repo / "pkg" / name).write_text(f"X = '{ESC_TEXT}'\n")
+    except OSError:  # Windows forbids control characters in names: the contents still carry them
+        name = "title.py"
+        (repo / "pkg" / name).write_text(f"X = '{ESC_TEXT}'\n")
     (repo / "pkg" / "calc.py").write_text("def add(a, b):\n    return a - b\n")
     complete = scripted(
         turn(call("list_directory", {"path": "pkg"}), call("search_code", {"query": "X ="}),
-             call("read_file", {"path": f"pkg/{ESC_NAME}"}), content=f"thinking {ESC_TEXT}"),
+             call("read_file", {"path": f"pkg/{name}"}), content=f"thinking {ESC_TEXT}"),
         turn(call("edit_file", {"path": "pkg/calc.py", "old_string": "a - b", "new_string": f"a + b  # {ESC_TEXT}"})),
         answer(f"The answer {ESC_TEXT} pkg/calc.py:2"))
     code = cp.main(["--repo", str(repo), "--trace", "--allow-edits", "x"], complete=complete)
@@ -634,7 +646,7 @@ def test_edit_race_never_writes_outside(race_repo, monkeypatch):
     interval = sys.getswitchinterval()
     sys.setswitchinterval(1e-6)
     try:
-        with Swapper(root, outside) as swapper:
+        with Swapper(root, outside, pause=0.0002) as swapper:
             for i in range(600):
                 old, new = ("page", "PAGE") if i % 2 == 0 else ("PAGE", "page")
                 result = stretch.edit_file_tool({"path": "docs/page.txt", "old_string": old, "new_string": new}, root, policy)
@@ -643,6 +655,7 @@ def test_edit_race_never_writes_outside(race_repo, monkeypatch):
         sys.setswitchinterval(interval)
     assert (outside / "page.txt").read_text() == before
     assert not list(outside.glob(".*.edit"))
+    assert applied > 0, "no edit got through: the race never reached the write"
     print(f"\nedit race: 600 edit_file calls, {applied} applied inside, {swapper.swaps} swaps, outside untouched")
 
 
