@@ -208,8 +208,8 @@ def save_transcript(result: Result, path) -> str | None:
         return f"--save-transcript: {shown} is a directory; name a file"
     except FileNotFoundError:
         return f"--save-transcript: the folder of {shown} does not exist; create it or name another file"
-    except OSError as exc:
-        return f"--save-transcript: cannot write {shown}: {exc.strerror or exc}"
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+        return f"--save-transcript: cannot write {shown}: {getattr(exc, 'strerror', None) or exc}"
     with os.fdopen(fd, "w", encoding="utf-8") as fh:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:

@@ -244,11 +244,13 @@ def iter_repo_files(repo_root):
 
 
 def _sorted_entries(folder) -> list:
+    """A folder's entries by name; at most MAX_WALK_FILES of them (a million-file folder is cut)."""
     try:
         with os.scandir(folder) as scan:
-            return sorted(scan, key=lambda e: e.name)
+            entries = [entry for entry, _ in zip(scan, range(MAX_WALK_FILES))]
     except OSError:  # unreadable folder, or a path too long: nothing to show from it
         return []
+    return sorted(entries, key=lambda e: e.name)
 
 
 def _is_junction(entry) -> bool:
@@ -853,7 +855,7 @@ def check_arguments(name: str, args: dict) -> str | None:
         return f"{name} needs the argument(s) {', '.join(missing)}"
     unexpected = sorted(set(args) - set(allowed))
     if unexpected:
-        return f"{name} does not take {', '.join(unexpected)}; its arguments are {', '.join(allowed)}"
+        return f"{name} does not take {shorten(', '.join(unexpected), 200)}; its arguments are {', '.join(allowed)}"
     for key, value in args.items():
         kind = allowed[key]["type"]
         wrong_bool = isinstance(value, bool) and kind != "boolean"

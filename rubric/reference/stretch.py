@@ -309,8 +309,9 @@ def apply_edit(edit: Edit) -> None:
 
     Writes a new file beside the target and renames it over the name (os.replace): a hard link
     is never written through, a symlink planted at the name is replaced rather than followed,
-    the folder is reached without following links (tools.open_resolved), and nobody ever reads
-    half a file. The file keeps its permission bits.
+    the folder is reached without following links (tools.open_resolved; where the OS has no
+    openat(), checked just before writing), and nobody ever reads half a file. The file keeps
+    its permission bits.
     """
     if read_text(edit.target, edit.path) != edit.old_text:
         raise tools.ToolError(f"{edit.path!r} changed after the edit was checked; read it again and redo the edit")
