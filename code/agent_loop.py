@@ -41,8 +41,9 @@ def assistant_turn(message) -> dict:
 
     Providers require this turn (with its ``tool_calls``) right before the tool results. A dict
     rather than LiteLLM's Message object: ``json.dumps`` can save it, and some providers mutate
-    the object if it is sent back. Content is "" rather than None because some local servers
-    reject a tool-calling turn without it.
+    the object if it is sent back. A turn with no text (or only whitespace) gets content None,
+    JSON null: LiteLLM then leaves the text out for every provider, while "" becomes an empty
+    text part that Gemini rejects with HTTP 400 ("empty text parameter").
     """
     calls = []
     for raw in getattr(message, "tool_calls", None) or []:
@@ -56,7 +57,9 @@ def assistant_turn(message) -> dict:
                 "function": {"name": raw.function.name, "arguments": arguments},
             }
         )
-    return {"role": "assistant", "content": getattr(message, "content", None) or "", "tool_calls": calls}
+    text = getattr(message, "content", None)
+    content = text if isinstance(text, str) and text.strip() else None
+    return {"role": "assistant", "content": content, "tool_calls": calls}
 
 
 def _is_json_object(text) -> bool:

@@ -1,0 +1,344 @@
+"""Maintainer checks (CI): real LiteLLM against local imitations of each provider's native API.
+
+LiteLLM rewrites our OpenAI-shaped messages into Anthropic's, Gemini's and Ollama's own formats;
+these checks run that translation against harness/native_fakes.py (which refuses what the real
+APIs refuse) and Groq's errors against harness/fake_server.py. They pin what LiteLLM 1.110.2
+sends and raises, so the copilot's error lines and retries are built on facts, not guesses.
+Loopback only; every server is stopped by its ``with`` block.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import urllib.error
+import urllib.request
+from types import SimpleNamespace as NS
+
+import pytest
+
+from harness.fake_server import FakeServer, error_reply, text_reply, tool_reply, tool_use_failed_reply
+from harness.native_fakes import (GEMINI_CALL_PLACEMENT, GEMINI_EMPTY_TEXT, GEMINI_RESPONSE_COUNT,
+                                  OLLAMA_STRING_ARGUMENTS, AnthropicFake, GeminiFake, OllamaFake)
+
+agent_loop = pytest.importorskip("agent_loop")
+
+NATIVE = {
+    "anthropic": (AnthropicFake, "anthropic/claude-haiku-4-5"),
+    "gemini": (GeminiFake, "gemini/gemini-2.5-flash"),
+    "ollama": (OllamaFake, "ollama_chat/llama3.1"),
+}
+ALL = {**NATIVE, "groq": (FakeServer, "groq/openai/gpt-oss-120b"), "openai": (FakeServer, "openai/gpt-4.1-mini")}
+TOOLS = [
+    {"type": "function", "function": {"name": name, "description": f"{name} (test)", "parameters": {
+        "type": "object", "properties": {"path": {"type": "string"}}, "required": ["path"]}}}
+    for name in ("read_file", "emit_answer")
+]
+ANSWER = "order_total multiplies price by quantity: shop/service.py:9"
+MALFORMED_CALL = '<function=read_file{"path": "shop/models.py"}</function>'
+
+
+@pytest.fixture(scope="module")
+def litellm():
+    os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+    os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+    module = pytest.importorskip("litellm")
+    module.suppress_debug_info = True
+    return module
+
+
+def ask(litellm, server, model, messages, **options):
+    """One model call the way the copilot makes it, at the fake; LiteLLM's own retries off."""
+    options = {"tools": TOOLS, "tool_choice": "auto", "max_tokens": 256, "timeout": 10, "max_retries": 0, **options}
+    response = litellm.completion(model=model, messages=messages, api_base=server.base_url, api_key="test-key", **options)
+    return response.choices[0].message
+
+
+def opening():
+    return [{"role": "system", "content": "Answer from the code."}, {"role": "user", "content": "Why?"}]
+
+
+def answer_calls(messages, message) -> None:
+    """What the copilot's loop appends: the assistant turn, then one result per call."""
+    messages.append(agent_loop.assistant_turn(message))
+    for call in message.tool_calls:
+        messages.append(agent_loop.tool_result(call.id, f"[File: {json.loads(call.function.arguments)['path']}] ..."))
+
+
+def answered_natively(provider: str, body: dict) -> tuple[list[str], list[str]]:
+    """(calls in the assistant turn before the last message, calls the last message answers), by name/id."""
+    if provider == "anthropic":
+        turn, last = body["messages"][-2], body["messages"][-1]
+        calls = [b["id"] for b in turn["content"] if b["type"] == "tool_use"]
+        return calls, [b["tool_use_id"] for b in last["content"] if b["type"] == "tool_result"]
+    if provider == "gemini":
+        turn, last = body["contents"][-2], body["contents"][-1]
+        calls = [p["function_call"]["name"] for p in turn["parts"] if "function_call" in p]
+        return calls, [p["function_response"]["name"] for p in last["parts"] if "function_response" in p]
+    tool_turn = next(m for m in reversed(body["messages"]) if m.get("tool_calls"))
+    assert all(isinstance(c["function"]["arguments"], dict) for c in tool_turn["tool_calls"]), tool_turn
+    results = body["messages"][body["messages"].index(tool_turn) + 1:]
+    return [c["function"]["name"] for c in tool_turn["tool_calls"]], [m["role"] for m in results]
+
+
+# ---------------------------------------------------------------- the tool loop, natively
+
+@pytest.mark.parametrize("provider", NATIVE)
+@pytest.mark.parametrize("paths", [["shop/models.py"], ["shop/models.py", "shop/service.py"]], ids=["one", "parallel"])
+def test_tool_call_then_result_then_answer(litellm, provider, paths):
+    """Tool call(s) -> results -> final answer, through LiteLLM's native translation, none refused."""
+    fake, model = NATIVE[provider]
+    script = [tool_reply(*[("read_file", {"path": p}) for p in paths]), text_reply(ANSWER)]
+    with fake(script) as server:
+        messages = opening()
+        first = ask(litellm, server, model, messages)
+        answer_calls(messages, first)
+        json.dumps(messages)  # the transcript stays plain JSON
+        final = ask(litellm, server, model, messages)
+    assert server.rejections == [], f"{provider} refused a request LiteLLM built: {server.rejections}"
+    assert [json.loads(c.function.arguments)["path"] for c in first.tool_calls] == paths
+    assert final.content == ANSWER and not final.tool_calls
+    calls, answers = answered_natively(provider, server.chat_requests[1])
+    expected = {"anthropic": [f"toolu_fake_0_{i}" for i in range(len(paths))],
+                "gemini": ["read_file"] * len(paths), "ollama": ["tool"] * len(paths)}[provider]
+    assert answers == expected and len(calls) == len(paths), (calls, answers)
+
+
+def test_a_tool_turn_without_text_is_sent_without_an_empty_text_part(litellm):
+    """assistant_turn keeps content None; the "" it once stored becomes a text part Gemini refuses."""
+    fake, model = NATIVE["gemini"]
+    with fake([tool_reply(("read_file", {"path": "shop/models.py"})), text_reply(ANSWER)] * 2) as server:
+        messages = opening()
+        first = ask(litellm, server, model, messages)
+        answer_calls(messages, first)
+        assert messages[2]["content"] is None
+        ask(litellm, server, model, messages)
+        assert server.rejections == []
+        messages[2]["content"] = ""
+        with pytest.raises(litellm.BadRequestError, match="empty text parameter"):
+            ask(litellm, server, model, messages)
+
+
+def test_whitespace_only_text_is_dropped_too():
+    """Anthropic refuses whitespace-only text blocks, so "  \\n" is stored as None as well."""
+    raw = NS(content="  \n", tool_calls=[NS(id="c1", function=NS(name="read_file", arguments='{"path": "a.py"}'))])
+    assert agent_loop.assistant_turn(raw)["content"] is None
+    raw.content = "Reading a.py."
+    assert agent_loop.assistant_turn(raw)["content"] == "Reading a.py."
+
+
+FORCED = {
+    "anthropic": lambda body: body.get("tool_choice") == {"type": "tool", "name": "emit_answer"},
+    "gemini": lambda body: body.get("toolConfig") == {
+        "functionCallingConfig": {"mode": "ANY", "allowed_function_names": ["emit_answer"]}},
+    "ollama": lambda body: "tool_choice" not in body,  # Ollama has no tool_choice: LiteLLM leaves it out
+    "groq": lambda body: body.get("tool_choice") == {"type": "function", "function": {"name": "emit_answer"}},
+}
+
+
+@pytest.mark.parametrize("provider", FORCED)
+def test_forced_tool_choice_as_each_provider_receives_it(litellm, provider):
+    fake, model = ALL[provider]
+    with fake([tool_reply(("emit_answer", {"path": "x"}))]) as server:
+        message = ask(litellm, server, model, opening(),
+                      tool_choice={"type": "function", "function": {"name": "emit_answer"}}, drop_params=True)
+    body = server.chat_requests[0]
+    assert FORCED[provider](body), {k: v for k, v in body.items() if k not in ("messages", "contents", "tools")}
+    assert message.tool_calls[0].function.name == "emit_answer"
+
+
+# ---------------------------------------------------------------- what LiteLLM raises
+
+# (provider, HTTP status) -> (exception class, its status_code). Facts of LiteLLM 1.110.2, measured
+# against these fakes; the copilot's describe_error and retries are built on them. Note the
+# surprises: Groq reports 5xx as BadRequestError, Anthropic's 529 arrives as a 500.
+RAISED = {
+    ("anthropic", 400): ("BadRequestError", 400), ("anthropic", 401): ("AuthenticationError", 401),
+    ("anthropic", 429): ("RateLimitError", 429), ("anthropic", 503): ("ServiceUnavailableError", 503),
+    ("anthropic", 529): ("InternalServerError", 500),
+    ("gemini", 400): ("BadRequestError", 400), ("gemini", 401): ("AuthenticationError", 401),
+    ("gemini", 429): ("RateLimitError", 429), ("gemini", 503): ("ServiceUnavailableError", 503),
+    ("ollama", 400): ("BadRequestError", 400), ("ollama", 404): ("NotFoundError", 404),
+    ("ollama", 503): ("ServiceUnavailableError", 503),
+    ("groq", 400): ("BadRequestError", 400), ("groq", 401): ("AuthenticationError", 401),
+    ("groq", 429): ("RateLimitError", 429), ("groq", 503): ("BadRequestError", 503),
+    ("openai", 400): ("BadRequestError", 400), ("openai", 429): ("RateLimitError", 429),
+    ("openai", 529): ("APIError", 529),
+}
+
+
+@pytest.mark.parametrize("provider,status", RAISED, ids=[f"{p}-{s}" for p, s in RAISED])
+def test_litellm_raises_this_for_each_status(litellm, provider, status):
+    fake, model = ALL[provider]
+    with fake([error_reply(status, f"scripted {status}", headers={"retry-after": "7"})]) as server:
+        with pytest.raises(Exception) as caught:
+            ask(litellm, server, model, opening())
+    exc = caught.value
+    assert (type(exc).__name__, exc.status_code) == RAISED[provider, status], str(exc)[:300]
+    # every one of them has openai.APIError among its bases: a check for "APIError" matches them all
+    assert "APIError" in {cls.__name__ for cls in type(exc).__mro__}
+    assert f"scripted {status}" in str(exc)
+    # retry-after reaches us through LiteLLM's copy of the response headers, for every provider
+    assert exc.litellm_response_headers.get("retry-after") == "7"
+
+
+def test_groq_tool_use_failed_is_a_bad_request_carrying_the_failed_generation(litellm):
+    fake, model = ALL["groq"]
+    with fake([tool_use_failed_reply(MALFORMED_CALL)]) as server:
+        with pytest.raises(litellm.BadRequestError) as caught:
+            ask(litellm, server, model, opening())
+    text = str(caught.value)
+    assert caught.value.status_code == 400 and '"code": "tool_use_failed"' in text
+    body = json.loads(text[text.index("{"):])  # groq/ puts Groq's JSON body in the message
+    assert body["error"]["failed_generation"] == MALFORMED_CALL
+
+
+def test_openai_route_keeps_the_groq_error_body_as_exc_body(litellm):
+    """The same server reached as openai/<model>: the fields arrive in exc.body, not the message."""
+    fake, _ = ALL["openai"]
+    with fake([tool_use_failed_reply(MALFORMED_CALL)]) as server:
+        with pytest.raises(litellm.BadRequestError) as caught:
+            ask(litellm, server, "openai/llama-3.3-70b-versatile", opening())
+    assert caught.value.body["code"] == "tool_use_failed"
+    assert caught.value.body["failed_generation"] == MALFORMED_CALL
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+DOWN = {"anthropic": "InternalServerError", "gemini": "APIConnectionError", "ollama": "APIConnectionError",
+        "groq": "InternalServerError", "openai": "InternalServerError"}
+
+
+@pytest.mark.parametrize("provider", DOWN)
+def test_nothing_listening_raises(litellm, provider):
+    fake, model = ALL[provider]
+    server = fake([])
+    server.port = free_port()  # never started: connection refused
+    with pytest.raises(Exception) as caught:
+        ask(litellm, server, model, opening())
+    assert type(caught.value).__name__ == DOWN[provider], str(caught.value)[:200]
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "gemini", "ollama", "groq"])
+def test_a_slow_provider_raises_timeout(litellm, provider):
+    fake, model = ALL[provider]
+    with fake([text_reply("late")], delay=1.0) as server:
+        with pytest.raises(litellm.Timeout):
+            ask(litellm, server, model, opening(), timeout=0.3)
+
+
+def test_ollama_model_without_tools_and_unknown_model(litellm):
+    with OllamaFake([], models={"llama3.1", "gemma2"}, no_tools={"gemma2"}) as server:
+        with pytest.raises(litellm.BadRequestError, match="does not support tools"):
+            ask(litellm, server, "ollama_chat/gemma2", opening())
+        with pytest.raises(litellm.NotFoundError, match="try pulling it first"):
+            ask(litellm, server, "ollama_chat/qwen3", opening())
+
+
+def test_wrong_keys_are_authentication_errors(litellm):
+    for fake, model in (NATIVE["anthropic"], NATIVE["gemini"]):
+        with fake([text_reply("x")], api_key="the-right-key") as server:
+            with pytest.raises(litellm.AuthenticationError):
+                ask(litellm, server, model, opening())
+
+
+# ---------------------------------------------------------------- the fakes refuse what the APIs refuse
+
+def post(server, path, body, headers):
+    request = urllib.request.Request(server.base_url + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"Content-Type": "application/json", **headers})
+    try:
+        with urllib.request.urlopen(request, timeout=5) as response:
+            return response.status, json.load(response)
+    except urllib.error.HTTPError as exc:
+        return exc.code, json.load(exc)
+
+
+CALL = {"type": "tool_use", "id": "toolu_1", "name": "read_file", "input": {"path": "a.py"}}
+RESULT = {"type": "tool_result", "tool_use_id": "toolu_1", "content": "x"}
+ANTHROPIC_TOOLS = [{"name": "read_file", "input_schema": {"type": "object"}}]
+ANTHROPIC_BAD = {
+    "no max_tokens": ({"messages": [{"role": "user", "content": "q"}]}, "max_tokens: Field required"),
+    "tool_use unanswered": ({"max_tokens": 9, "tools": ANTHROPIC_TOOLS, "messages": [
+        {"role": "user", "content": "q"}, {"role": "assistant", "content": [CALL]},
+        {"role": "user", "content": "go on"}]}, "without `tool_result` blocks immediately after: toolu_1"),
+    "result for no call": ({"max_tokens": 9, "messages": [{"role": "user", "content": [RESULT]}]},
+                           "unexpected `tool_use_id`"),
+    "text before result": ({"max_tokens": 9, "tools": ANTHROPIC_TOOLS, "messages": [
+        {"role": "user", "content": "q"}, {"role": "assistant", "content": [CALL]},
+        {"role": "user", "content": [{"type": "text", "text": "here"}, RESULT]}]}, "must come first"),
+    "empty text block": ({"max_tokens": 9, "messages": [{"role": "user", "content": [{"type": "text", "text": ""}]}]},
+                         "text content blocks must be non-empty"),
+    "two user turns": ({"max_tokens": 9, "messages": [{"role": "user", "content": "a"}, {"role": "user", "content": "b"}]},
+                       "roles must alternate"),
+    "system in messages": ({"max_tokens": 9, "messages": [{"role": "system", "content": "s"}]},
+                           "Input should be 'user' or 'assistant'"),
+}
+FN_CALL = {"functionCall": {"name": "read_file", "args": {"path": "a.py"}}}
+FN_RESULT = {"functionResponse": {"name": "read_file", "response": {"content": "x"}}}
+GEMINI_TOOLS = [{"functionDeclarations": [{"name": "read_file"}]}]
+GEMINI_BAD = {
+    "call unanswered": ({"tools": GEMINI_TOOLS, "contents": [
+        {"role": "user", "parts": [{"text": "q"}]}, {"role": "model", "parts": [FN_CALL, FN_CALL]},
+        {"role": "user", "parts": [FN_RESULT]}]}, GEMINI_RESPONSE_COUNT),
+    "call first": ({"tools": GEMINI_TOOLS, "contents": [{"role": "model", "parts": [FN_CALL]},
+                                                        {"role": "user", "parts": [FN_RESULT]}]}, GEMINI_CALL_PLACEMENT),
+    "empty text": ({"contents": [{"role": "user", "parts": [{"text": "q"}]},
+                                 {"role": "model", "parts": [{"text": ""}]}]}, GEMINI_EMPTY_TEXT),
+    "assistant role": ({"contents": [{"role": "assistant", "parts": [{"text": "q"}]}]}, "valid role: user, model"),
+    "no parts": ({"contents": [{"role": "user", "parts": []}]}, "must not be empty"),
+}
+OLLAMA_BAD = {
+    "string arguments": ({"model": "m", "stream": False, "messages": [
+        {"role": "assistant", "content": "", "tool_calls": [{"function": {"name": "read_file", "arguments": "{}"}}]}]},
+        OLLAMA_STRING_ARGUMENTS),
+    "streaming": ({"model": "m", "messages": []}, "stream=false"),
+}
+
+
+@pytest.mark.parametrize("case", ANTHROPIC_BAD)
+def test_anthropic_fake_refuses(case):
+    body, reason = ANTHROPIC_BAD[case]
+    with AnthropicFake([text_reply("ok")]) as server:
+        status, answer = post(server, "/v1/messages", {"model": "claude", **body},
+                              {"x-api-key": "k", "anthropic-version": "2023-06-01"})
+    assert status == 400 and answer["type"] == "error" and reason in answer["error"]["message"], answer
+
+
+@pytest.mark.parametrize("case", GEMINI_BAD)
+def test_gemini_fake_refuses(case):
+    body, reason = GEMINI_BAD[case]
+    with GeminiFake([text_reply("ok")]) as server:
+        status, answer = post(server, "/models/gemini-x:generateContent", body, {"x-goog-api-key": "k"})
+    assert status == 400 and answer["error"]["status"] == "INVALID_ARGUMENT" and reason in answer["error"]["message"], answer
+
+
+@pytest.mark.parametrize("case", OLLAMA_BAD)
+def test_ollama_fake_refuses(case):
+    body, reason = OLLAMA_BAD[case]
+    with OllamaFake([text_reply("ok")]) as server:
+        status, answer = post(server, "/api/chat", body, {})
+    assert status == 400 and reason in answer["error"], answer
+
+
+def test_the_fakes_answer_a_valid_request_with_the_documented_shape():
+    with AnthropicFake([tool_reply(("read_file", {"path": "a.py"}), content="Looking.")]) as server:
+        _, answer = post(server, "/v1/messages", {"model": "claude", "max_tokens": 9, "tools": ANTHROPIC_TOOLS,
+                                                  "messages": [{"role": "user", "content": "q"}]},
+                         {"x-api-key": "k", "anthropic-version": "2023-06-01"})
+    assert answer["type"] == "message" and answer["stop_reason"] == "tool_use"
+    assert [b["type"] for b in answer["content"]] == ["text", "tool_use"] and answer["content"][1]["input"] == {"path": "a.py"}
+    with GeminiFake([tool_reply(("read_file", {"path": "a.py"}))]) as server:
+        _, answer = post(server, "/models/g:generateContent", {"tools": GEMINI_TOOLS, "contents": [
+            {"role": "user", "parts": [{"text": "q"}]}]}, {"x-goog-api-key": "k"})
+    assert answer["candidates"][0]["content"] == {"role": "model", "parts": [FN_CALL]}
+    assert answer["usageMetadata"]["totalTokenCount"] > 0
+    with OllamaFake([tool_reply(("read_file", {"path": "a.py"}))]) as server:
+        _, answer = post(server, "/api/chat", {"model": "m", "stream": False, "messages": [
+            {"role": "user", "content": "q"}]}, {})
+    assert answer["done"] is True and answer["message"]["tool_calls"][0]["function"]["arguments"] == {"path": "a.py"}
