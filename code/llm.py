@@ -6,23 +6,34 @@ as one line.
     Usage                            model calls, tokens and dollars of one run
     describe_error(exc, settings)    one line for stderr: what went wrong and what to do
 
-A rate limit is retried RATE_LIMIT_RETRIES times, waiting RATE_LIMIT_WAIT seconds, then doubling.
+Temporary failures are retried here, and only here (LiteLLM's own retries are switched off):
+a rate limit (429) or an overloaded provider (Anthropic's 529, any 503) up to RETRIES times,
+waiting what the provider's retry-after asks, within MAX_WAIT seconds; Groq's tool_use_failed
+(the model wrote a tool call Groq could not parse) up to TOOL_CALL_RETRIES times, at once.
 LiteLLM is imported on the first call (it takes seconds; --context-only never needs it).
 Imports config, never copilot.
 """
 
 from __future__ import annotations
 
+import json
+import re
 import sys
 import time
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 
 import config
 
 MAX_ANSWER_TOKENS = 1_024       # per model call; Anthropic requires a value and defaults huge
 REQUEST_TIMEOUT = 60            # seconds for one model call
-RATE_LIMIT_RETRIES = 2          # after that, exit 2 with a clear line
-RATE_LIMIT_WAIT = 4.0           # seconds before the first retry; doubles each time
+RETRIES = 2                     # a rate limit or an overload: retried this often, then one clear line
+FIRST_WAIT = 4.0                # seconds before the first retry when the provider names no wait; doubles
+MAX_WAIT = 30.0                 # the longest single wait; a provider asking for more gets no retry
+TOOL_CALL_RETRIES = 2           # Groq's tool_use_failed is often a one-off: ask again this often
+
+# What each kind of failure is called in the one line (and in tests).
+RATE_LIMITED, OVERLOADED, TOOL_CALL_FAILED = "rate_limited", "overloaded", "tool_call_failed"
 
 
 @dataclass
@@ -47,14 +58,14 @@ class NotDoneYet(NotImplementedError):
     """A learner-owned function still raises NotImplementedError; the message starts with "M<n>:"."""
 
 
-def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_base=None):
+def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_base=None, sleep=time.sleep):
     """``complete(messages, tools)`` for agent_loop.run_agent, through LiteLLM.
 
     Sends the tools with tool_choice="auto" (the model decides; --structured forces emit_answer on
-    its final turn by passing ``tool_choice``), caps the answer length, retries
-    a rate limit a couple of times, and adds each response's tokens and cost to ``usage``.
-    Without ``settings``, loads them (``model``/``api_base`` as on the command line). The
-    function carries ``.model`` and ``.usage`` for callers that did not pass their own Usage.
+    its final turn by passing ``tool_choice``), caps the answer length, retries temporary failures
+    (see the module docstring; ``sleep`` is how it waits, so tests need not), and adds each
+    response's tokens and cost to ``usage``. Without ``settings``, loads them (``model``/``api_base``
+    as on the command line). The function carries ``.model`` and ``.usage``.
     """
     settings = settings or config.load_settings(model=model, api_base=api_base)
     usage = usage if usage is not None else Usage()
@@ -66,24 +77,25 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
         # A forced tool (S3) that a model cannot honour: LiteLLM downgrades it to "auto" instead of
         # raising, and the structured answer is then validated from the plain reply.
         forced = {} if tool_choice == "auto" else {"drop_params": True}
-        for attempt in range(RATE_LIMIT_RETRIES + 1):
+        waits = tool_retries = 0
+        while True:
             try:
                 response = litellm.completion(
-                    model=settings.model,
-                    messages=messages,
-                    tools=tool_schemas,
-                    tool_choice=tool_choice,
-                    max_tokens=MAX_ANSWER_TOKENS,
-                    api_base=settings.api_base,
-                    api_key=settings.api_key,
-                    timeout=REQUEST_TIMEOUT,
-                    **forced,
-                )
+                    model=settings.model, messages=messages, tools=tool_schemas, tool_choice=tool_choice,
+                    max_tokens=MAX_ANSWER_TOKENS, api_base=settings.api_base, api_key=settings.api_key,
+                    timeout=REQUEST_TIMEOUT, max_retries=0, **forced)
                 break
-            except litellm.RateLimitError:
-                if attempt == RATE_LIMIT_RETRIES:
+            except Exception as exc:
+                kind = failure_kind(exc)
+                if kind == TOOL_CALL_FAILED and tool_retries < TOOL_CALL_RETRIES:
+                    tool_retries += 1
+                    continue
+                wait = retry_wait(exc, waits) if kind in (RATE_LIMITED, OVERLOADED) else None
+                if wait is None or waits >= RETRIES:
+                    exc.copilot_retries = tool_retries if kind == TOOL_CALL_FAILED else waits
                     raise
-                time.sleep(RATE_LIMIT_WAIT * 2**attempt)
+                waits += 1
+                sleep(wait)
         usage.record(response)
         return response.choices[0].message
 
@@ -110,6 +122,97 @@ def counting(complete, usage: Usage):
     return counted
 
 
+# --------------------------------------------------------------------------- reading LiteLLM's errors
+
+def failure_kind(exc: BaseException) -> str | None:
+    """What a provider error means, most specific first; None for anything else.
+
+    By status code as well as by class, because LiteLLM's classes differ per provider for the same
+    failure (measured with 1.110.2, rubric/checks/test_providers.py): Groq reports 5xx as
+    BadRequestError, Anthropic's 529 arrives as InternalServerError with status 500, and every
+    HTTP error also inherits openai.APIError, so a check for APIError alone matches them all.
+    """
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    status = getattr(exc, "status_code", None)
+    text = str(exc)
+    if error_body(exc).get("code") == "tool_use_failed":
+        return TOOL_CALL_FAILED
+    if "ContextWindowExceededError" in names:
+        return "context_window"
+    if "AuthenticationError" in names or status == 401:
+        return "authentication"
+    if "PermissionDeniedError" in names or status == 403:
+        return "permission"
+    if "RateLimitError" in names or status == 429:
+        return RATE_LIMITED
+    if status in (503, 529) or "ServiceUnavailableError" in names or "overloaded_error" in text:
+        return OVERLOADED
+    if "NotFoundError" in names or status == 404:
+        return "not_found"
+    if "Timeout" in names:
+        return "timeout"
+    if "BadRequestError" in names or "UnprocessableEntityError" in names or status in (400, 422):
+        return "rejected"
+    if "APIConnectionError" in names or re.search(r"Connection (refused|error)|Errno|Name or service", text):
+        return "unreachable"
+    if "APIError" in names:
+        return "provider_failed"
+    return None
+
+
+def error_body(exc: BaseException) -> dict:
+    """The provider's error object: exc.body (openai/ routes) or the JSON inside the message (groq/)."""
+    body = getattr(exc, "body", None)
+    if not isinstance(body, dict):
+        text = str(exc)
+        start = text.find("{")
+        try:  # raw_decode: some messages go on after the JSON (". Handle with `litellm...`")
+            body = json.JSONDecoder().raw_decode(text[start:])[0] if start >= 0 else {}
+        except ValueError:
+            body = {}
+    if not isinstance(body, dict):
+        return {}
+    inner = body.get("error", body)
+    return inner if isinstance(inner, dict) else {"message": inner} if isinstance(inner, str) else {}
+
+
+def provider_message(exc: BaseException, limit: int = 200) -> str:
+    """The provider's own words ("rate limit reached ..."), else the exception's first line."""
+    message = error_body(exc).get("message")
+    if isinstance(message, str) and message.strip():
+        text = " ".join(message.split())
+        return text if len(text) <= limit else text[:limit] + " ..."
+    return first_line(exc, limit)
+
+
+def retry_wait(exc: BaseException, attempt: int) -> float | None:
+    """Seconds to wait before retrying: the provider's retry-after (or Gemini's retryDelay) if it
+    names one, else FIRST_WAIT doubling. None when the provider asks for more than MAX_WAIT."""
+    asked = asked_wait(exc)
+    if asked is None:
+        return min(FIRST_WAIT * 2**attempt, MAX_WAIT)
+    return asked if asked <= MAX_WAIT else None
+
+
+def asked_wait(exc: BaseException) -> float | None:
+    """How long the provider asked us to wait, in seconds, or None if it did not say."""
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
+    if headers is not None:
+        try:
+            if headers.get("retry-after-ms"):
+                return max(0.0, float(headers["retry-after-ms"]) / 1000)
+            value = headers.get("retry-after")
+            if value:
+                try:
+                    return max(0.0, float(value))
+                except ValueError:  # an HTTP date
+                    return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError, AttributeError):
+            pass
+    delay = re.search(r'"retryDelay":\s*"(\d+(?:\.\d+)?)s"', str(exc))  # Gemini says it in the body
+    return float(delay.group(1)) if delay else None
+
+
 # --------------------------------------------------------------------------- errors as one line
 
 def describe_error(exc: BaseException, settings=None) -> str:
@@ -122,24 +225,54 @@ def describe_error(exc: BaseException, settings=None) -> str:
     if isinstance(exc, (config.ConfigError, ValueError)):
         return str(exc)
     model = getattr(settings, "model", None) or "the model"
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    detail = first_line(exc)
-    if "AuthenticationError" in names:
-        return f"authentication failed for {model}: check the API key in code/.env ({detail})"
-    if "RateLimitError" in names:
-        return f"rate limited by the provider of {model} after {RATE_LIMIT_RETRIES} retries: wait a minute or choose another model ({detail})"
-    if "ContextWindowExceededError" in names:
+    base = getattr(settings, "api_base", None)
+    kind = failure_kind(exc)
+    status = getattr(exc, "status_code", None)
+    said = provider_message(exc)
+    retried = getattr(exc, "copilot_retries", 0)
+    check = "run `python copilot.py --check`"
+    if kind == TOOL_CALL_FAILED:
+        return tool_call_failed_line(model, error_body(exc).get("failed_generation"), retried)
+    if kind == "context_window":
         return f"the conversation no longer fits in {model}'s context window: try --top-k 1 or a lower --max-steps"
-    if "NotFoundError" in names:
-        return f"the provider does not know the model {model}: check COPILOT_MODEL ({detail})"
-    if "Timeout" in names:
-        return f"{model} did not answer within {REQUEST_TIMEOUT} s ({detail})"
-    if names & {"APIConnectionError", "InternalServerError", "ServiceUnavailableError", "APIError"}:
-        where = getattr(settings, "api_base", None) or "its provider"
-        return f"could not reach {model} at {where}: {detail}"
-    if "BadRequestError" in names:
-        return f"the provider rejected the request for {model}: {detail}"
-    return f"unexpected {type(exc).__name__}: {detail} (set COPILOT_DEBUG=1 to see the traceback)"
+    if kind == "authentication":
+        return f"authentication failed for {model} (HTTP 401): check its API key in code/.env, or {check} ({said})"
+    if kind == "permission":
+        return f"the key works but may not use {model} (HTTP 403): check the key's project and model access ({said})"
+    if kind == RATE_LIMITED:
+        asked = asked_wait(exc)
+        if asked is not None and asked > MAX_WAIT:
+            return (f"rate limited by the provider of {model} (HTTP 429): it asks to wait {asked:.0f} s, longer than "
+                    f"the {MAX_WAIT:.0f} s the copilot waits; try later or choose another model ({said})")
+        return (f"rate limited by the provider of {model} (HTTP 429), still after {retried} retries: "
+                f"wait a minute or choose another model ({said})")
+    if kind == OVERLOADED:
+        code = 529 if status == 529 or "overloaded_error" in str(exc) else status or 503
+        return f"{model} is overloaded (HTTP {code}), still after {retried} retries: it is temporary, try again in a minute ({said})"
+    if kind == "not_found":
+        where = f" and the base URL {base}" if base else ""
+        return f"the provider does not know the model {model} (HTTP 404): check COPILOT_MODEL{where}, or {check} ({said})"
+    if kind == "timeout":
+        return f"{model} did not answer within {REQUEST_TIMEOUT} s ({first_line(exc)})"
+    if kind == "rejected":
+        if "does not support tools" in said:
+            return (f"{model} does not support tools (HTTP 400): choose a model that calls tools, "
+                    f"e.g. ollama_chat/llama3.1 or ollama_chat/qwen3 ({said})")
+        return f"the provider rejected the request for {model} (HTTP {status or 400}): {said}"
+    if kind == "unreachable":
+        return f"could not reach {model} at {base or 'its provider'}: {said} (is it running? {check})"
+    if kind == "provider_failed":
+        return f"the provider of {model} failed (HTTP {status or '?'}): {said}; try again later"
+    return f"unexpected {type(exc).__name__}: {first_line(exc)} (set COPILOT_DEBUG=1 to see the traceback)"
+
+
+def tool_call_failed_line(model: str, failed_generation, retried: int) -> str:
+    """Groq's tool_use_failed, still there after the retries: name the call, suggest a model."""
+    wrote = " ".join(str(failed_generation or "").split())[:160] or "(nothing Groq kept)"
+    default = config.PROVIDER_DEFAULTS[0][1]
+    instead = f"COPILOT_MODEL={default}" if model != default else "another provider's model, e.g. openai/gpt-4.1-mini"
+    return (f"{model} wrote a tool call the provider could not parse (tool_use_failed), {retried + 1} times in a row: "
+            f"{wrote!r}. This model does not call tools reliably: try {instead}")
 
 
 def first_line(exc: BaseException, limit: int = 200) -> str:
