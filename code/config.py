@@ -210,6 +210,6 @@ def base_url_problems(model: str | None, api_base: str | None) -> list[str]:
     elif prefix in ("openai", "hosted_vllm", "") and not path.endswith("/v1"):
         problems.append("an OpenAI-compatible base URL usually ends in /v1, e.g. http://localhost:8000/v1 "
                         "(LiteLLM adds /chat/completions)")
-    elif prefix == "groq" and not path.endswith("/openai/v1"):
+    elif prefix == "groq" and (not path.endswith("/v1") or "groq.com" in api_base and path != "/openai/v1"):
         problems.append("Groq's base URL is https://api.groq.com/openai/v1; leave COPILOT_API_BASE unset for Groq")
     return problems

@@ -58,12 +58,12 @@ class NotDoneYet(NotImplementedError):
     """A learner-owned function still raises NotImplementedError; the message starts with "M<n>:"."""
 
 
-def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_base=None, sleep=time.sleep):
+def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_base=None, sleep=None):
     """``complete(messages, tools)`` for agent_loop.run_agent, through LiteLLM.
 
     Sends the tools with tool_choice="auto" (the model decides; --structured forces emit_answer on
     its final turn by passing ``tool_choice``), caps the answer length, retries temporary failures
-    (see the module docstring; ``sleep`` is how it waits, so tests need not), and adds each
+    (see the module docstring; ``sleep(seconds)`` is how it waits, default ``pause``), and adds each
     response's tokens and cost to ``usage``. Without ``settings``, loads them (``model``/``api_base``
     as on the command line). The function carries ``.model`` and ``.usage``.
     """
@@ -95,12 +95,17 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
                     exc.copilot_retries = tool_retries if kind == TOOL_CALL_FAILED else waits
                     raise
                 waits += 1
-                sleep(wait)
+                (sleep or pause)(wait)
         usage.record(response)
         return response.choices[0].message
 
     complete.model, complete.usage = settings.model, usage
     return complete
+
+
+def pause(seconds: float) -> None:
+    """How the retries wait (tests replace it, so they never sleep)."""
+    time.sleep(seconds)
 
 
 def _cost_of(response) -> float | None:
@@ -128,9 +133,10 @@ def failure_kind(exc: BaseException) -> str | None:
     """What a provider error means, most specific first; None for anything else.
 
     By status code as well as by class, because LiteLLM's classes differ per provider for the same
-    failure (measured with 1.110.2, rubric/checks/test_providers.py): Groq reports 5xx as
-    BadRequestError, Anthropic's 529 arrives as InternalServerError with status 500, and every
-    HTTP error also inherits openai.APIError, so a check for APIError alone matches them all.
+    failure (measured with 1.110.2, rubric/checks/test_providers.py): Groq reports 5xx, and a 429
+    whose text does not say "rate limit", as BadRequestError; Anthropic's 529 arrives as
+    InternalServerError with status 500; and every HTTP error also inherits openai.APIError, so a
+    check for APIError alone matches them all.
     """
     names = {cls.__name__ for cls in type(exc).__mro__}
     status = getattr(exc, "status_code", None)
@@ -151,7 +157,7 @@ def failure_kind(exc: BaseException) -> str | None:
         return "not_found"
     if "Timeout" in names:
         return "timeout"
-    if "BadRequestError" in names or "UnprocessableEntityError" in names or status in (400, 422):
+    if status in (400, 422) or status is None and names & {"BadRequestError", "UnprocessableEntityError"}:
         return "rejected"
     if "APIConnectionError" in names or re.search(r"Connection (refused|error)|Errno|Name or service", text):
         return "unreachable"

@@ -41,7 +41,7 @@ def source_of(name: str, environ=None, env_file=None) -> str:
     return "code/.env" if env_file is None else str(path)
 
 
-def check(model=None, api_base=None, env=None, out=None, sleep=time.sleep) -> int:
+def check(model=None, api_base=None, env=None, out=None, sleep=None) -> int:
     """Print the findings to ``out`` (default stdout); return 0 if none failed, else 2.
 
     ``env`` replaces the environment and .env files (tests); ``sleep`` is how retries wait.
