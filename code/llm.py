@@ -81,7 +81,8 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
         while True:
             try:
                 response = litellm.completion(
-                    model=settings.model, messages=messages, tools=tool_schemas, tool_choice=tool_choice,
+                    model=settings.model, messages=wire_messages(settings, messages), tools=tool_schemas,
+                    tool_choice=tool_choice,
                     max_tokens=MAX_ANSWER_TOKENS, api_base=settings.api_base, api_key=settings.api_key,
                     timeout=REQUEST_TIMEOUT, max_retries=0, **forced)
                 break
@@ -101,6 +102,18 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
 
     complete.model, complete.usage = settings.model, usage
     return complete
+
+
+def wire_messages(settings, messages) -> list:
+    """The messages as sent. A tool-calling turn without text has content None, which LiteLLM
+    leaves out, and that is right for every hosted provider; but some local OpenAI-compatible
+    servers (llama-cpp-python's, for one) answer HTTP 500 to a turn with no content key, so a
+    local openai/ or hosted_vllm/ server gets "" there instead. The transcript is not changed."""
+    prefix = settings.model.split("/", 1)[0] if "/" in settings.model else "openai"
+    if not settings.api_base or prefix not in ("openai", "hosted_vllm"):
+        return messages
+    return [{**m, "content": ""} if isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") is None
+            else m for m in messages]
 
 
 def pause(seconds: float) -> None:
@@ -273,10 +286,10 @@ def describe_error(exc: BaseException, settings=None) -> str:
 
 
 def tool_call_failed_line(model: str, failed_generation, retried: int) -> str:
-    """Groq's tool_use_failed, still there after the retries: name the call, suggest a model."""
-    wrote = " ".join(str(failed_generation or "").split())[:160] or "(nothing Groq kept)"
-    default = config.PROVIDER_DEFAULTS[0][1]
-    instead = f"COPILOT_MODEL={default}" if model != default else "another provider's model, e.g. openai/gpt-4.1-mini"
+    """tool_use_failed that outlasted the retries: quote the malformed call, suggest another model."""
+    wrote = " ".join(str(failed_generation or "").split())[:160] or "(the provider kept none of it)"
+    suggested = config.PROVIDER_DEFAULTS[0][1]  # the lab's first choice; public tool_use_failed reports are mostly Llama
+    instead = f"COPILOT_MODEL={suggested}" if model != suggested else "another provider's model, e.g. openai/gpt-4.1-mini"
     return (f"{model} wrote a tool call the provider could not parse (tool_use_failed), {retried + 1} times in a row: "
             f"{wrote!r}. This model does not call tools reliably: try {instead}")
 

@@ -32,13 +32,10 @@ def mask(key: str) -> str:
     return f"{key[:4]}...{key[-4:]}" if len(key) >= 16 else "*" * len(key)
 
 
-def source_of(name: str, environ=None, env_file=None) -> str:
-    """Where the variable ``name`` comes from: the real environment, or the settings file."""
+def source_of(name: str, environ=None) -> str:
+    """Where the variable ``name`` was set: a real environment variable wins over code/.env."""
     environ = os.environ if environ is None else environ
-    if environ.get(name):
-        return "the environment"
-    path = env_file or config.ENV_FILE
-    return "code/.env" if env_file is None else str(path)
+    return "the environment" if environ.get(name) else "code/.env"
 
 
 def check(model=None, api_base=None, env=None, out=None, sleep=None) -> int:

@@ -448,6 +448,17 @@ def test_structured_answer_through_each_provider(finished, tmp_path, provider):
     assert FORCED[provider](server.chat_requests[2])
 
 
+def test_a_local_openai_compatible_server_gets_empty_content_not_none(finished, tmp_path):
+    """llama-cpp-python's server fails on a tool turn without a content key; hosted providers get None."""
+    for provider, sent in (("openai", ""), ("groq", None)):
+        with FakeServer([tool_reply(("read_file", {"path": "shop/service.py"})), text_reply(GROUNDED)]) as server:
+            result = finished.copilot.run(QUESTION, FIXTURE_REPO, use_context=False,
+                                          settings=settings_for(finished, provider, server, tmp_path))
+        turn = server.chat_requests[1]["messages"][-2]
+        assert turn["role"] == "assistant" and turn.get("content", "(no key)") == ("(no key)" if sent is None else sent), turn
+        assert result.messages[2]["content"] is None  # the transcript keeps what the model said
+
+
 def error_line(finished, exc, provider):
     return finished.llm.describe_error(exc, NS(model=ALL[provider][1], api_base="http://127.0.0.1:1"))
 
