@@ -34,6 +34,10 @@ TOOL_CALL_RETRIES = 2           # Groq's tool_use_failed is often a one-off: ask
 
 # What each kind of failure is called in the one line (and in tests).
 RATE_LIMITED, OVERLOADED, TOOL_CALL_FAILED = "rate_limited", "overloaded", "tool_call_failed"
+# Anthropic's 529 reaches us as a 500 and Gemini's "model is overloaded" 503 sometimes too: the words tell.
+OVERLOAD_WORDS = re.compile(r"\boverloaded", re.IGNORECASE)
+# LiteLLM's prefixes in front of the provider's words ("litellm.Timeout: OllamaException: ...").
+LITELLM_PREFIX = re.compile(r"^(?:litellm\.\w+:\s*|\w+Error:\s*|\w+Exception\s*[-:]?\s*)+")
 
 
 @dataclass
@@ -164,7 +168,7 @@ def failure_kind(exc: BaseException) -> str | None:
         return "permission"
     if "RateLimitError" in names or status == 429:
         return RATE_LIMITED
-    if status in (503, 529) or "ServiceUnavailableError" in names or "overloaded_error" in text:
+    if status in (503, 529) or "ServiceUnavailableError" in names or OVERLOAD_WORDS.search(text):
         return OVERLOADED
     if "NotFoundError" in names or status == 404:
         return "not_found"
@@ -201,7 +205,7 @@ def provider_message(exc: BaseException, limit: int = 200) -> str:
     if isinstance(message, str) and message.strip():
         text = " ".join(message.split())
         return text if len(text) <= limit else text[:limit] + " ..."
-    return first_line(exc, limit)
+    return LITELLM_PREFIX.sub("", first_line(exc, limit)) or first_line(exc, limit)
 
 
 def retry_wait(exc: BaseException, attempt: int) -> float | None:
@@ -266,17 +270,18 @@ def describe_error(exc: BaseException, settings=None) -> str:
         return (f"rate limited by the provider of {model} (HTTP 429), still after {retried} retries: "
                 f"wait a minute or choose another model ({said})")
     if kind == OVERLOADED:
-        code = 529 if status == 529 or "overloaded_error" in str(exc) else status or 503
+        said_code = error_body(exc).get("code")  # Gemini repeats the HTTP status in its body
+        code = said_code if isinstance(said_code, int) else 529 if "overloaded_error" in str(exc) else status or 503
         return f"{model} is overloaded (HTTP {code}), still after {retried} retries: it is temporary, try again in a minute ({said})"
     if kind == "not_found":
         where = f" and the base URL {base}" if base else ""
         return f"the provider does not know the model {model} (HTTP 404): check COPILOT_MODEL{where}, or {check} ({said})"
     if kind == "timeout":
-        return f"{model} did not answer within {REQUEST_TIMEOUT} s ({first_line(exc)})"
+        return f"{model} did not answer within {REQUEST_TIMEOUT} s ({said})"
     if kind == "rejected":
         if "does not support tools" in said:
-            return (f"{model} does not support tools (HTTP 400): choose a model that calls tools, "
-                    f"e.g. ollama_chat/llama3.1 or ollama_chat/qwen3 ({said})")
+            others = " or ".join(m for m in ("ollama_chat/qwen3", "ollama_chat/llama3.1") if m != model)
+            return f"{model} does not support tools (HTTP 400): choose a model that calls tools, e.g. {others} ({said})"
         return f"the provider rejected the request for {model} (HTTP {status or 400}): {said}"
     if kind == "unreachable":
         return f"could not reach {model} at {base or 'its provider'}: {said} (is it running? {check})"

@@ -37,6 +37,7 @@ TOOLS = [
 ]
 ANSWER = "order_total multiplies price by quantity: shop/service.py:9"
 MALFORMED_CALL = '<function=read_file{"path": "shop/models.py"}</function>'
+GEMINI_OVERLOADED = "The model is overloaded. Please try again later."
 
 
 @pytest.fixture(scope="module")
@@ -195,6 +196,14 @@ def test_groq_429_is_a_rate_limit_error_only_when_its_text_says_so(litellm):
             with pytest.raises(Exception) as caught:
                 ask(litellm, server, model, opening())
         assert (type(caught.value).__name__, caught.value.status_code) == (expected, 429)
+
+
+def test_gemini_overloaded_in_its_own_words_is_a_500_from_litellm(litellm):
+    """Google's real 503 text makes LiteLLM raise InternalServerError(500): the words must tell."""
+    with GeminiFake([error_reply(503, GEMINI_OVERLOADED)]) as server:
+        with pytest.raises(litellm.InternalServerError) as caught:
+            ask(litellm, server, NATIVE["gemini"][1], opening())
+    assert caught.value.status_code == 500 and '"code": 503' in str(caught.value)
 
 
 def test_groq_tool_use_failed_is_a_bad_request_carrying_the_failed_generation(litellm):
@@ -531,6 +540,16 @@ def test_a_rate_limit_waits_what_retry_after_asks_then_answers(finished, waits, 
                                       use_context=False)
     assert result.termination == "answered" and waits == [3.0, finished.llm.FIRST_WAIT * 2], waits
     assert len(server.chat_requests) == 4
+
+
+def test_gemini_overload_is_retried_and_named(finished, waits, tmp_path):
+    with GeminiFake([error_reply(503, GEMINI_OVERLOADED)] * 3) as server:
+        complete = finished.llm.make_complete(settings_for(finished, "gemini", server, tmp_path))
+        with pytest.raises(Exception) as caught:
+            complete(opening(), TOOLS)
+    assert len(server.chat_requests) == finished.llm.RETRIES + 1 and len(waits) == finished.llm.RETRIES
+    line = finished.llm.describe_error(caught.value, NS(model="gemini/x", api_base=None))
+    assert "overloaded (HTTP 503), still after 2 retries" in line, line
 
 
 def test_retries_stop_at_the_limit_and_a_long_wait_is_not_waited(litellm, finished, waits, tmp_path):
