@@ -238,8 +238,11 @@ def asked_wait(exc: BaseException) -> float | None:
 
 # --------------------------------------------------------------------------- errors as one line
 
-def describe_error(exc: BaseException, settings=None) -> str:
-    """One line for stderr that says what went wrong and what to do; never a traceback."""
+def describe_error(exc: BaseException, settings=None, suggest_check=True) -> str:
+    """One line for stderr that says what went wrong and what to do; never a traceback.
+
+    ``suggest_check=False`` leaves out the pointer to ``--check`` (for --check's own lines).
+    """
     if isinstance(exc, NotDoneYet):
         text = str(exc)
         milestone, _, rest = text.partition(":")
@@ -253,13 +256,13 @@ def describe_error(exc: BaseException, settings=None) -> str:
     status = getattr(exc, "status_code", None)
     said = provider_message(exc)
     retried = getattr(exc, "copilot_retries", 0)
-    check = "run `python copilot.py --check`"
+    check = ", or run `python copilot.py --check`" if suggest_check else ""
     if kind == TOOL_CALL_FAILED:
         return tool_call_failed_line(model, error_body(exc).get("failed_generation"), retried)
     if kind == "context_window":
         return f"the conversation no longer fits in {model}'s context window: try --top-k 1 or a lower --max-steps"
     if kind == "authentication":
-        return f"authentication failed for {model} (HTTP 401): check its API key in code/.env, or {check} ({said})"
+        return f"authentication failed for {model} (HTTP 401): check its API key in code/.env{check} ({said})"
     if kind == "permission":
         return f"the key works but may not use {model} (HTTP 403): check the key's project and model access ({said})"
     if kind == RATE_LIMITED:
@@ -275,7 +278,7 @@ def describe_error(exc: BaseException, settings=None) -> str:
         return f"{model} is overloaded (HTTP {code}), still after {retried} retries: it is temporary, try again in a minute ({said})"
     if kind == "not_found":
         where = f" and the base URL {base}" if base else ""
-        return f"the provider does not know the model {model} (HTTP 404): check COPILOT_MODEL{where}, or {check} ({said})"
+        return f"the provider does not know the model {model} (HTTP 404): check COPILOT_MODEL{where}{check} ({said})"
     if kind == "timeout":
         return f"{model} did not answer within {REQUEST_TIMEOUT} s ({said})"
     if kind == "rejected":
@@ -284,7 +287,8 @@ def describe_error(exc: BaseException, settings=None) -> str:
             return f"{model} does not support tools (HTTP 400): choose a model that calls tools, e.g. {others} ({said})"
         return f"the provider rejected the request for {model} (HTTP {status or 400}): {said}"
     if kind == "unreachable":
-        return f"could not reach {model} at {base or 'its provider'}: {said} (is it running? {check})"
+        see = " See `python copilot.py --check`." if suggest_check else ""
+        return f"could not reach {model} at {base or 'its provider'}: {said} (is the server running?{see})"
     if kind == "provider_failed":
         return f"the provider of {model} failed (HTTP {status or '?'}): {said}; try again later"
     return f"unexpected {type(exc).__name__}: {first_line(exc)} (set COPILOT_DEBUG=1 to see the traceback)"

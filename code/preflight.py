@@ -67,17 +67,19 @@ def check(model=None, api_base=None, env=None, out=None, sleep=None) -> int:
     for problem in config.base_url_problems(settings.model, settings.api_base):
         say("warn", problem)
     complete = llm.make_complete(settings, sleep=sleep)
+    import litellm  # noqa: F401  (imported now, so the time below is the model's, not the import's)
+
     started = time.perf_counter()
     try:
         complete(HELLO, TOOL_SCHEMAS)
     except Exception as exc:  # every failure is one finding, never a traceback
-        say("FAIL", f"answer: {llm.describe_error(exc, settings)}")
+        say("FAIL", f"answer: {llm.describe_error(exc, settings, suggest_check=False)}")
         return 2
     say("ok", f"answer: the model answered ({time.perf_counter() - started:.1f} s)")
     try:
         message = complete(NEEDS_TOOL, TOOL_SCHEMAS, tool_choice="required")
     except Exception as exc:
-        say("FAIL", f"tool call: {llm.describe_error(exc, settings)}")
+        say("FAIL", f"tool call: {llm.describe_error(exc, settings, suggest_check=False)}")
         return 2
     say(*tool_finding(message))
     return 2 if failed else 0
