@@ -20,7 +20,8 @@ This file is only the wiring. Read it top to bottom: the data flows one way, eac
     report.print_report() / --json    answer, citations, one summary line   (report.py)
 
 Exit codes: 0 answered; 1 stopped without an answer (max steps); 2 could not run (no provider,
-bad repository path, authentication, provider unreachable, rate limited, your code not done yet).
+bad repository path, authentication, provider unreachable, refused, rate limited or overloaded
+after retries, your code not done yet). `--check` exits 0 when the setup works, else 2.
 A structured answer (--structured) that still fails validation after one retry also exits 1.
 """
 
