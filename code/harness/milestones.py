@@ -35,13 +35,14 @@ MILESTONES: tuple[Milestone, ...] = (
         "M1", "Sandbox paths", ("tools.safe_resolve",), "code/tools.py",
         f"{LESSON}, Section 4, Example 1",
         (
-            "The model's path is untrusted input. Where would the operating system *really* "
-            "open it, after '..' and symlinks? Judge that place, not the spelling.",
-            "Resolve the root and the joined path with Path.resolve(). Then ask whether the "
-            "resolved target is the root or lies under it, by path components "
-            "(Path.is_relative_to), not by string prefix: '/repo_evil' starts with '/repo'. "
-            "Reject non-strings, NUL bytes and paths over MAX_PATH_CHARS before touching the "
-            "filesystem, and turn resolve()'s RuntimeError/OSError (a symlink loop) into ValueError.",
+            "Try one by hand: print (Path('repo') / 'shop/../../etc/passwd').resolve(). "
+            "That printed location, not the text the model sent, is what your check should judge.",
+            "Call Path.resolve() on the root and on root / path, so '..' and symlinks are "
+            "already applied. Accept only a target equal to the root or below it, tested on "
+            "path parts (Path.is_relative_to): a text prefix test admits '/repo_evil' for "
+            "'/repo'. Refuse a non-str, a path containing '\\0' or one over MAX_PATH_CHARS "
+            "before anything else, and turn resolve()'s RuntimeError/OSError (a symlink loop) "
+            "into ValueError.",
             "if path is not a str, contains NUL or is too long: raise ValueError\n"
             "root   = resolve(repo_root)\n"
             "target = resolve(root joined with path)      # may not exist yet: fine\n"
