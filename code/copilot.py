@@ -3,6 +3,7 @@
     python copilot.py "why does config default to Groq?"            # --repo defaults to "."
     python copilot.py --repo fixture_repo "why does order_total fail?" --trace
     python copilot.py --context-only "session cookie"                 # no model, no key needed
+    python copilot.py --check                                         # is the model set up? (before M5)
 
 Stretch milestones (stretch.py): --trace and --json show the reasoning trace (S1); --allow-edits
 offers the edit_file tool as a dry run, --apply writes after you confirm (S2); --structured asks
@@ -19,7 +20,8 @@ This file is only the wiring. Read it top to bottom: the data flows one way, eac
     report.print_report() / --json    answer, citations, one summary line   (report.py)
 
 Exit codes: 0 answered; 1 stopped without an answer (max steps); 2 could not run (no provider,
-bad repository path, authentication, provider unreachable, rate limited, your code not done yet).
+bad repository path, authentication, provider unreachable, refused, rate limited or overloaded
+after retries, your code not done yet). `--check` exits 0 when the setup works, else 2.
 A structured answer (--structured) that still fails validation after one retry also exits 1.
 """
 
@@ -49,6 +51,7 @@ import citations  # noqa: E402
 import config  # noqa: E402  (sets LiteLLM's offline price map before anything imports litellm)
 import context_selector  # noqa: E402
 import llm  # noqa: E402
+import preflight  # noqa: E402  (--check)
 import report  # noqa: E402
 import stretch  # noqa: E402  (the opt-in stretch milestones S1-S3, from the implementation under test)
 import tools  # noqa: E402
@@ -59,7 +62,7 @@ import tools  # noqa: E402
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="copilot.py", description="Answer a question about a repository by reading it through tools.")
-    parser.add_argument("question", help='for example "why does config default to Groq?"')
+    parser.add_argument("question", nargs="?", help='for example "why does config default to Groq?"')
     parser.add_argument("--repo", default=".", help="the repository to ask about (default: the current directory)")
     parser.add_argument("--model", help="LiteLLM model name, e.g. groq/openai/gpt-oss-20b (default: from code/.env)")
     parser.add_argument("--api-base", help="URL of a local or OpenAI-compatible server (default: COPILOT_API_BASE)")
@@ -80,13 +83,19 @@ def parse_args(argv):
                                help="S2: with --apply, confirm every edit without asking (needed with --json or without a terminal)")
     stretch_flags.add_argument("--structured", action="store_true",
                                help="S3: force the final answer through the emit_answer tool and validate its citations")
+    parser.add_argument("--check", action="store_true", help="check the model setup with two tiny requests and stop (before M5)")
     parser.add_argument("--reference", action="store_true", help="run with the reference solution in rubric/reference/")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.question is None and not args.check:
+        parser.error("the question is required (or run --check)")
+    return args
 
 
 def main(argv=None, complete=None) -> int:
     """The command line. ``complete`` (tests only) replaces LiteLLM with a scripted model."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.check:
+        return preflight.check(model=args.model, api_base=args.api_base, env_file=args.env_file)
     settings = None
     try:
         if args.max_steps < 1 or args.top_k < 0:
@@ -97,6 +106,8 @@ def main(argv=None, complete=None) -> int:
         edits = stretch.edit_policy(args.allow_edits, args.apply, args.yes, json_output=args.json)
         if complete is None:
             settings = config.load_settings(model=args.model, api_base=args.api_base, env_file=args.env_file)
+            for problem in config.base_url_problems(settings.model, settings.api_base):
+                print(f"copilot: warning: {problem}", file=sys.stderr)
         result = run(args.question, root, settings=settings, complete=complete, max_steps=args.max_steps,
                      top_k=args.top_k, use_context=not args.no_context, structured=args.structured, edits=edits)
     except KeyboardInterrupt:
