@@ -38,7 +38,8 @@ def parse_args(argv):
     p.add_argument("--json", action="store_true", help="one learner: print the JSON instead of the Markdown")
     p.add_argument("--no-stretch", action="store_true", help="skip the stretch milestones' tests (about 1.5 s faster)")
     p.add_argument("--memory-mb", type=int, default=runner.DEFAULT_MEMORY_MB, help="memory ceiling for learner code (POSIX)")
-    p.add_argument("--test-seconds", type=float, default=30.0, help="time limit per test (POSIX; 3 s after a first timeout)")
+    p.add_argument("--quick", action="store_true", help="run only the M1-M4 tests (criterion 1 then lacks M5/M6)")
+    p.add_argument("--test-seconds", type=float, default=60.0, help="time limit per test (POSIX; 2 s after a first timeout)")
     p.add_argument("--keep", action="store_true", help="keep the temporary work folder (for debugging the grader)")
     args = p.parse_args(argv)
     if not args.path.is_dir():
@@ -48,7 +49,7 @@ def parse_args(argv):
 
 def grade_one(path: Path, args, out: Path | None) -> dict:
     result = grader.grade(path, stretch=not args.no_stretch, memory_mb=args.memory_mb,
-                          test_seconds=args.test_seconds, keep=args.keep)
+                          test_seconds=args.test_seconds, keep=args.keep, quick=args.quick)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         md, js = out / f"{result['learner']}.md", out / f"{result['learner']}.json"

@@ -25,6 +25,7 @@ NOT_THE_LEARNERS = {"hard links": "a hard link looks like any file to a path che
 class Battery:
     probes: list = field(default_factory=list)
     error: str = ""                     # could not run at all (import error, crash before any probe)
+    import_errors: list = field(default_factory=list)   # "tools.py: RuntimeError: ..." per module
     ran: object = None
 
     def classes(self) -> dict:
@@ -74,8 +75,11 @@ def run_battery(lab: Path, home: Path, memory_mb: int) -> Battery:
         except ValueError:
             continue
         if "import_error" in rec:
-            battery.error = f"tools.py does not import: {rec['import_error']}"
-            return battery
+            battery.import_errors.append(f"{rec['module']}: {rec['import_error']}")
+            if rec["module"] == "tools.py":
+                battery.error = f"tools.py does not import: {rec['import_error']}"
+                return battery
+            continue
         if rec.get("started"):
             started = rec
             continue

@@ -150,8 +150,12 @@ def main(code_dir: str, work_dir: str) -> int:
     try:
         import tools
     except BaseException as exc:  # noqa: BLE001
-        emit({"import_error": f"{type(exc).__name__}: {str(exc)[:300]}"})
+        emit({"import_error": f"{type(exc).__name__}: {str(exc)[:300]}", "module": "tools.py"})
         return 0
+    try:
+        import agent_loop  # noqa: F401  (only to see that it imports; the probes use tools)
+    except BaseException as exc:  # noqa: BLE001
+        emit({"import_error": f"{type(exc).__name__}: {str(exc)[:300]}", "module": "agent_loop.py"})
     timed = hasattr(signal, "setitimer")
     if timed:
         signal.signal(signal.SIGALRM, _alarm)

@@ -76,11 +76,16 @@ class Board:
         return f"{state}: {s['passed']} passed, {s['failed']} failed{extra}, {s['skipped']} skipped of {s['total']}"
 
 
-def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, test_seconds: float) -> Board:
+CORE_FILES = ("code/tests/test_m1_*.py", "code/tests/test_m2_*.py", "code/tests/test_m3_*.py", "code/tests/test_m4_*.py")
+
+
+def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, test_seconds: float, quick: bool = False) -> Board:
+    """quick: only the M1-M4 tests (no litellm import): seconds instead of tens of seconds."""
     xml, log = home / "junit.xml", home / "tests.jsonl"
+    files = sorted(str(p.relative_to(lab)) for pattern in CORE_FILES for p in lab.glob(pattern)) if quick else ["code/tests"]
     args = ["-m", "pytest", "-p", "no:cacheprovider", "-p", "grading.pytest_timer", "--unlock-all",
-            f"--junitxml={xml}", "-o", "junit_family=xunit1", "-q", "--tb=short", "code/tests"]
-    if stretch:
+            f"--junitxml={xml}", "-o", "junit_family=xunit1", "-q", "--tb=short", *files]
+    if stretch and not quick:
         args.insert(-1, "--stretch")
     env = runner.child_env(home, PYTHONPATH=str(lab / "rubric"), GRADE_LOG=str(log),
                            GRADE_TEST_SECONDS=str(test_seconds))

@@ -24,8 +24,8 @@ _state = {"timeouts": 0}
 
 
 def _budget() -> float:
-    first = float(os.environ.get("GRADE_TEST_SECONDS", "30"))
-    later = float(os.environ.get("GRADE_TEST_SECONDS_AFTER", "3"))
+    first = float(os.environ.get("GRADE_TEST_SECONDS", "60"))
+    later = float(os.environ.get("GRADE_TEST_SECONDS_AFTER", "2"))
     return later if _state["timeouts"] else first
 
 

@@ -36,12 +36,15 @@ class Ran:
     stderr: str
     seconds: float
     timed_out: bool = False
+    skipped: str = ""           # not run at all, and why
 
     @property
     def crashed(self) -> bool:  # killed by a signal (negative code), e.g. the memory ceiling
         return self.returncode is not None and self.returncode < 0
 
     def describe(self) -> str:
+        if self.skipped:
+            return self.skipped
         if self.timed_out:
             return f"timed out after {self.seconds:.0f} s (killed)"
         if self.crashed:
