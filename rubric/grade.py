@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import signal
 import sys
 from pathlib import Path
 
@@ -61,6 +62,8 @@ def grade_one(path: Path, args, out: Path | None) -> dict:
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    # A kill of the grader becomes SystemExit, so the learner processes it started are killed too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if is_submission(args.path) and not args.csv:
         result = grade_one(args.path, args, args.out)
         print(json.dumps(result, indent=1, default=str) if args.json else report.markdown(result))

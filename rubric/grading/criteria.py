@@ -145,7 +145,7 @@ def _loop(c, ev):
         return "Missing", missing + [f"failing: {_names(bad)}"]
     if bad:
         return "Developing", [f"{len(bad)} of the {len(tests)} listed tests fail: {_names(bad)}"]
-    reasons.append(f"all {len(tests)} listed tests pass (cap, parsing, order)")
+    reasons.append(f"all {len(tests)} cases of the {len(c.tests)} listed tests pass (cap, parsing, order)")
     flags = [s.label for s in ev["signals"] if s.criterion == 2 and (s.found != s.good)]
     explained = [a for a in ev["understanding"].get("answers", []) if a["key"] in ("3", "4", "5") and a["answered"]]
     if not flags and len(explained) == 3:
@@ -185,8 +185,11 @@ def _sandbox(c, ev):
         if leaked:
             why.append(f"instructor battery: {', '.join(leaked)} got through")
         return "Developing", why
-    reasons = [f"all {len(m1)} M1 tests and the {len(tests) - len([t for t in tests if t in m1])} listed M3 tests pass",
+    m3 = [t for t in tests if t.milestone == "M3"]
+    reasons = [f"all {len(m1)} M1 test cases and the {len(m3)} cases of the listed M3 tests pass",
                f"instructor battery: {len(battery.held())} attack classes held" + (f", {', '.join(broken)} unclean" if broken else "")]
+    if battery.classes().get("legal", {}).get("status") == "too strict":
+        reasons.append("the battery's legal paths are not all allowed (too strict): see the battery lines")
     good = [s for s in ev["signals"] if s.function == "safe_resolve" and s.good]
     escape = ev["failure"].get("breaks", {}).get("escape", {})
     q5 = next((a for a in ev["understanding"].get("answers", []) if a["key"] == "5"), {})

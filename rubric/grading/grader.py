@@ -12,6 +12,7 @@ from pathlib import Path
 from grading import board as board_mod
 from grading import battery as battery_mod
 from grading import cli_runs, criteria, documents, learner_code, runner, workspace
+from grading.report import code
 from grading.workspace import LAB_ROOT
 
 
@@ -157,10 +158,6 @@ def _ev_loop(c, ev):
     elif not ev["defences"].ok:
         lines.append(f"- `break_and_observe.py all` could not run on the learner's code: {ev['defences'].problem()}")
     return lines
-
-
-def code(text) -> str:
-    return "`" + str(text).replace("`", "'") + "`"
 
 
 def _ev_sandbox(c, ev):

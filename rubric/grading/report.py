@@ -13,6 +13,8 @@ CANNOT_JUDGE = (
     "readability of the four functions, and whether an M6 failure was left in on purpose",
     "runs with a real model: nothing here calls one; saved runs in the repository are reported as found",
     "the stretch milestones' worth for a borderline criterion (their outcomes are on the board)",
+    "tampering from inside a learner function at run time (learner code runs in the test process; "
+    "changes outside the functions are flagged under Integrity, changes inside them need reading)",
 )
 SHORT = {1: "implementation", 2: "loop", 3: "sandbox", 4: "understanding", 5: "failure_analysis",
          6: "evaluation", 7: "starcallos"}

@@ -95,6 +95,9 @@ def run(args, cwd, env, timeout: float, memory_mb: int = DEFAULT_MEMORY_MB) -> R
         _kill(proc)
         out, err = proc.communicate()
         timed_out = True
+    except BaseException:  # Ctrl-C or a kill of the grader: take the learner's processes with it
+        _kill(proc)
+        raise
     seconds = time.monotonic() - started
     return Ran(command, None if timed_out else proc.returncode, out[-OUTPUT_LIMIT:], err[-OUTPUT_LIMIT:],
                seconds, timed_out)

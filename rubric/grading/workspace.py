@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import shutil
 import stat
+import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,8 @@ LEARNER_MODULES = ("tools.py", "agent_loop.py", "stretch.py")   # code/<name>, l
 DOCUMENTS = ("UNDERSTANDING.md", "FAILURE_ANALYSIS.md")
 SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "env", "node_modules", "__pycache__", ".pytest_cache",
              ".mypy_cache", ".ruff_cache", ".tox", ".idea", ".vscode", ".ipynb_checkpoints"}
+# Module names a learner's extra file must not take: it would change how the tests themselves run.
+SHADOWING = {"pytest", "_pytest", "pluggy", "litellm", "numpy", "dotenv", "sitecustomize", "usercustomize", "harness"}
 MAX_FILES = 5000
 MAX_BYTES = 50 << 20              # a submission bigger than this is copied only up to here
 
@@ -118,6 +121,12 @@ def build_lab(dst: Path, learner_code: Path) -> list[str]:
     """
     shutil.copytree(LAB_ROOT, dst, ignore=_ignore_for_lab, symlinks=True)
     missing = []
+    for extra in sorted(learner_code.glob("*.py")) if learner_code.is_dir() else []:
+        # a helper module the learner added (imported by their tools.py?); never one the lab ships
+        if extra.is_file() and not extra.is_symlink() and not (dst / "code" / extra.name).exists() \
+                and extra.stem not in SHADOWING and extra.stem not in sys.stdlib_module_names \
+                and not extra.stem.startswith(("test_", "conftest")):
+            shutil.copyfile(extra, dst / "code" / extra.name)
     for name in LEARNER_MODULES:
         theirs = learner_code / name
         if theirs.is_file() and not theirs.is_symlink():
