@@ -28,7 +28,7 @@ CODE_CRITERIA = (2, 3)
 DOC_CRITERIA = (4, 5, 6, 7)
 # One planted mistake per learner function, and the criterion it belongs to.
 PLANTED = {"string-prefix containment": 3, "root taken from the arguments": 3,
-           "bad JSON raises": 2, "while True (no cap)": 2}
+           "bad JSON raises": 2, "no assistant turn before results": 2}
 
 
 def levels(result) -> dict:
@@ -159,7 +159,7 @@ def test_pasted_evidence_that_does_not_match_a_rerun_is_flagged(reference, tmp_p
 def test_an_endless_loop_in_run_agent_is_graded_not_hung(tmp_path):
     sub = synthetic.make(tmp_path / "gina", code="reference", loop_forever=True)
     started = time.monotonic()
-    r = grader.grade(sub, quick=True, test_seconds=5)
+    r = grader.grade(sub, quick=True, test_seconds=3, after_seconds=1)
     assert time.monotonic() - started < 150
     assert r["integrity"]["flags"]["timeouts"] > 0
     assert r["board"]["M4"].startswith("timeout") and r["board"]["M1"].startswith("passing"), r["board"]

@@ -79,8 +79,9 @@ class Board:
 CORE_FILES = ("code/tests/test_m1_*.py", "code/tests/test_m2_*.py", "code/tests/test_m3_*.py", "code/tests/test_m4_*.py")
 
 
-def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, test_seconds: float, quick: bool = False) -> Board:
-    """quick: only the M1-M4 tests (no litellm import): seconds instead of tens of seconds."""
+def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, limits: tuple, quick: bool = False) -> Board:
+    """limits: (seconds per test, seconds per test after a first timeout).
+    quick: only the M1-M4 tests (no litellm import): seconds instead of tens of seconds."""
     xml, log = home / "junit.xml", home / "tests.jsonl"
     files = sorted(str(p.relative_to(lab)) for pattern in CORE_FILES for p in lab.glob(pattern)) if quick else ["code/tests"]
     args = ["-m", "pytest", "-p", "no:cacheprovider", "-p", "grading.pytest_timer", "--unlock-all",
@@ -88,7 +89,7 @@ def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, test_seconds
     if stretch and not quick:
         args.insert(-1, "--stretch")
     env = runner.child_env(home, PYTHONPATH=str(lab / "rubric"), GRADE_LOG=str(log),
-                           GRADE_TEST_SECONDS=str(test_seconds))
+                           GRADE_TEST_SECONDS=str(limits[0]), GRADE_TEST_SECONDS_AFTER=str(limits[1]))
     ran = runner.run(args, cwd=lab, env=env, timeout=PYTEST_TIMEOUT, memory_mb=memory_mb)
     board = Board(ran=ran)
     if xml.exists():

@@ -26,7 +26,7 @@ def lab_version() -> str:
 
 
 def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEFAULT_MEMORY_MB,
-          test_seconds: float = 60.0, keep: bool = False, quick: bool = False) -> dict:
+          test_seconds: float = 60.0, after_seconds: float = 2.0, keep: bool = False, quick: bool = False) -> dict:
     """The whole report as a dict (see report.markdown for how it reads)."""
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="grade-"))
@@ -36,7 +36,7 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
         lab, home = tmp / "lab", tmp / "home"
         home.mkdir()
         missing = workspace.build_lab(lab, root / "code")
-        board = board_mod.run_board(lab, home, stretch, memory_mb, test_seconds, quick)
+        board = board_mod.run_board(lab, home, stretch, memory_mb, (test_seconds, after_seconds), quick)
         battery = battery_mod.run_battery(lab, home, memory_mb)
         hung = [t.name for t in board.tests if t.outcome == "timeout" and t.milestone in ("M4", "M5", "M6")]
         if hung:  # the loop does not return: every tool below would only wait for its own timeout
