@@ -28,7 +28,14 @@ from grading import grader, report, runner  # noqa: E402
 
 
 def is_submission(path: Path) -> bool:
-    return (path / "code").is_dir() or (path / "UNDERSTANDING.md").is_file() or (path / "FAILURE_ANALYSIS.md").is_file()
+    """A lab root, or a folder wrapping one (an unpacked zip often adds a level)."""
+    if (path / "code").is_dir() or (path / "UNDERSTANDING.md").is_file() or (path / "FAILURE_ANALYSIS.md").is_file():
+        return True
+    try:
+        children = [c for c in path.iterdir() if c.is_dir() and not c.name.startswith((".", "__"))]
+    except OSError:
+        return False
+    return len(children) == 1 and (children[0] / "code" / "tools.py").is_file()
 
 
 def parse_args(argv):
@@ -41,6 +48,8 @@ def parse_args(argv):
     p.add_argument("--memory-mb", type=int, default=runner.DEFAULT_MEMORY_MB, help="memory ceiling for learner code (POSIX)")
     p.add_argument("--quick", action="store_true", help="run only the M1-M4 tests (criterion 1 then lacks M5/M6)")
     p.add_argument("--test-seconds", type=float, default=60.0, help="time limit per test (POSIX; 2 s after a first timeout)")
+    p.add_argument("--as-submitted", action="store_true", help="run the learner's whole tools.py/agent_loop.py/stretch.py "
+                   "(default: their functions spliced into this lab's provided code)")
     p.add_argument("--keep", action="store_true", help="keep the temporary work folder (for debugging the grader)")
     args = p.parse_args(argv)
     if not args.path.is_dir():
@@ -50,7 +59,8 @@ def parse_args(argv):
 
 def grade_one(path: Path, args, out: Path | None) -> dict:
     result = grader.grade(path, stretch=not args.no_stretch, memory_mb=args.memory_mb,
-                          test_seconds=args.test_seconds, keep=args.keep, quick=args.quick)
+                          test_seconds=args.test_seconds, keep=args.keep, quick=args.quick,
+                          as_submitted=args.as_submitted)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         md, js = out / f"{result['learner']}.md", out / f"{result['learner']}.json"

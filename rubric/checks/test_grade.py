@@ -194,3 +194,32 @@ def test_the_copy_skips_secrets_and_links_leading_out(tmp_path):
     assert "code/tools.py" in copied and "code/in.py" in copied
     assert "code/.env" not in copied and "code/out.txt" not in copied
     assert {p for p, _ in notes.skipped} == {"code/.env", "code/out.txt"}
+
+
+def test_a_saved_json_run_with_a_grounded_citation_is_found(tmp_path):
+    from grading import documents
+    run = {"question": "q", "model": "groq/x", "answer": "a shop/service.py:9", "termination": "answered",
+           "citations": [{"path": "shop/service.py", "line": 9, "grounded": True}], "tool_calls": [{"name": "read_file"}],
+           "messages": [{"role": "user", "content": "q"}, {"role": "assistant", "content": "", "tool_calls": [{"id": "1"}]},
+                        {"role": "tool", "tool_call_id": "1", "content": "..."}, {"role": "assistant", "content": "a"}]}
+    (tmp_path / "runs").mkdir()
+    (tmp_path / "runs" / "why.json").write_text(json.dumps(run))
+    (tmp_path / "runs" / "other.json").write_text('{"not": "a run"}')
+    found = documents.saved_runs(tmp_path)
+    assert [(r["path"], r["grounded"], r["tools_before_answer"]) for r in found] == [("runs/why.json", 1, True)]
+
+
+def test_a_rewritten_provided_tool_is_flagged_and_never_graded(tmp_path):
+    from grading import learner_code
+    sub = synthetic.make(tmp_path / "hank", code="reference")
+    path = sub / "code" / "tools.py"
+    rewritten = path.read_text().replace("def read_file(repo_root, path, start_line=1, end_line=None) -> str:\n",
+                                         "def read_file(repo_root, path, start_line=1, end_line=None) -> str:\n"
+                                         "    return 'constant'\n", 1)
+    assert rewritten != path.read_text()
+    path.write_text(rewritten)
+    assert learner_code.integrity(sub)["modules"]["tools.py"]["changed"] == ["read_file"]
+    spliced = workspace.splice((workspace.LAB_ROOT / "code" / "tools.py").read_text(), rewritten,
+                               ["safe_resolve", "dispatch_tool"])
+    assert "return 'constant'" not in spliced
+    assert spliced == (workspace.LAB_ROOT / "rubric" / "reference" / "tools.py").read_text()

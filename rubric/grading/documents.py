@@ -184,8 +184,8 @@ def failure_analysis(path: Path, fresh_blocks: dict, fresh_eval: str) -> dict:
     out = {"exists": True, "breaks": {}, "evaluation": {}, "my_case": {}}
     for title, lines in sections(text, 2):
         lower = title.lower()
-        subs = {t: own_lines(ls, template) for t, ls in sections("\n".join(lines), 3)}
-        raw_subs = {t: "\n".join(ls) for t, ls in sections("\n".join(lines), 3)}
+        subs = {_part(t): own_lines(ls, template) for t, ls in sections("\n".join(lines), 3)}
+        raw_subs = {_part(t): "\n".join(ls) for t, ls in sections("\n".join(lines), 3)}
         scenario = next((s for s in SCENARIOS if lower.startswith("break") and s in lower), None)
         if scenario:
             blocks = parse_blocks(raw_subs.get("Evidence", ""))
@@ -218,6 +218,14 @@ def failure_analysis(path: Path, fresh_blocks: dict, fresh_eval: str) -> dict:
             out["my_case"] = {"words": words(mine), "excerpt": excerpt(mine, 500),
                               "says_which": any(w in " ".join(mine).lower() for w in ("reasoning failure", "boundary failure"))}
     return out
+
+
+def _part(title: str) -> str:
+    """A sub-heading by its first word, so small rewordings of the template still match."""
+    first = title.split()[0].lower() if title.split() else ""
+    known = {p.split()[0].lower(): p for p in PARTS + ("Component table", "What the numbers say", "My case")}
+    known["what"] = "What the numbers say" if "numbers" in title.lower() else "What I changed"
+    return known.get(first, title)
 
 
 def _table_rows(lines) -> set:

@@ -26,7 +26,8 @@ def lab_version() -> str:
 
 
 def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEFAULT_MEMORY_MB,
-          test_seconds: float = 60.0, after_seconds: float = 2.0, keep: bool = False, quick: bool = False) -> dict:
+          test_seconds: float = 60.0, after_seconds: float = 2.0, keep: bool = False, quick: bool = False,
+          as_submitted: bool = False) -> dict:
     """The whole report as a dict (see report.markdown for how it reads)."""
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="grade-"))
@@ -35,7 +36,7 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
         root = workspace.find_lab_root(tmp / "submission")
         lab, home = tmp / "lab", tmp / "home"
         home.mkdir()
-        missing = workspace.build_lab(lab, root / "code")
+        missing = workspace.build_lab(lab, root / "code", as_submitted)
         board = board_mod.run_board(lab, home, stretch, memory_mb, (test_seconds, after_seconds), quick)
         battery = battery_mod.run_battery(lab, home, memory_mb)
         hung = [t.name for t in board.tests if t.outcome == "timeout" and t.milestone in ("M4", "M5", "M6")]
@@ -54,7 +55,7 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
             "understanding": documents.understanding(root / "UNDERSTANDING.md"),
             "failure": documents.failure_analysis(root / "FAILURE_ANALYSIS.md", simulated.blocks or {},
                                                   evaluation.text() if evaluation.ok else ""),
-            "saved_runs": documents.saved_runs(root), "quick": quick,
+            "saved_runs": documents.saved_runs(root), "quick": quick, "as_submitted": as_submitted,
         }
         result = assemble(submission, ev, stretch, notes)
     finally:
@@ -272,7 +273,7 @@ def _integrity(ev) -> dict:
     same = [q for q, i in integ["functions"].items() if i.get("matches_reference")]
     stubs = [q for q, i in integ["functions"].items() if i.get("stub")]
     core_stubs = [q for q in stubs if not q.startswith("stretch.")]
-    guarded = integ["guarded_edited"] + integ["guarded_missing"] + integ["guarded_added"]
+    guarded = integ["guarded_edited"] + integ["guarded_added"]  # a missing file may just predate the learner's clone
     broken = [f"{m}: {i['error']}" for m, i in integ["modules"].items() if i["error"] and i["error"] != "missing"]
     broken += [f"does not import: {e}" for e in ev["battery"].import_errors]
     timeouts = [t.name for t in board.tests if t.outcome == "timeout"]
@@ -280,9 +281,14 @@ def _integrity(ev) -> dict:
              + integ["provided_edited"], "matches_reference_solution": same, "stubs_still_raising": core_stubs,
              "timeouts": len(timeouts), "does_not_import": broken}
     lines = [
+        "- What ran: " + ("the learner's tools.py, agent_loop.py and stretch.py as submitted (--as-submitted)" if ev["as_submitted"]
+                          else "the learner's functions (and any definitions they added) inside this lab's provided code; "
+                               "provided code they changed was not used"),
         "- Tests, harness, eval sets, fixture repository, conftest/pytest.ini compared with every version the lab shipped: "
-        + (", ".join([f"**edited** {code(p)}" for p in integ["guarded_edited"]] + [f"**deleted** {code(p)}" for p in
-                      integ["guarded_missing"]] + [f"**added** {code(p)}" for p in integ["guarded_added"]]) or "unchanged")
+        + (", ".join([f"**edited** {code(p)}" for p in integ["guarded_edited"]] + [f"**added** {code(p)}" for p in
+                      integ["guarded_added"]]) or "unchanged")
+        + (f"; not in the submission (deleted, or newer than the learner's copy of the lab): "
+           f"{', '.join(map(code, integ['guarded_missing'][:8]))}" if integ["guarded_missing"] else "")
         + ". (Grading used the lab's pristine tests either way.)",
         "- Learner modules outside the learner functions (AST, as the course checks compare them): "
         + ("; ".join(f"{m} differs in {', '.join(map(code, v))}" for m, v in changed.items()) if changed else "identical to a shipped version"),

@@ -38,8 +38,9 @@ def markdown(r: dict) -> str:
     for c in r["criteria"]:
         out.append(f"| {c['number']} | {c['title']} | {c['level']} | {c['points']} / {c['weight']} |")
     out += [f"| | **Total (suggested)** | | **{r['total']} / {r['max_total']}** |", ""]
-    flags = [f for f, v in r["integrity"]["flags"].items() if v]
-    out += [f"**Integrity flags:** {', '.join(flags) if flags else 'none'} (details in the Integrity section).", ""]
+    flags = [f"{f} ({', '.join(map(str, v))})" if isinstance(v, list) else f"{f} ({v})" if v is not True else f
+             for f, v in r["integrity"]["flags"].items() if v]
+    out += [f"**Integrity flags:** {'; '.join(flags) if flags else 'none'} (details in the Integrity section).", ""]
     for c in r["criteria"]:
         out += [f"## {c['number']}. {c['title']} ({c['weight']} points)", "", "**Evidence**", ""]
         out += c["evidence"] or ["- (none collected)"]

@@ -7,6 +7,7 @@ the submission, so a test edited to pass changes nothing here (integrity reports
 
 from __future__ import annotations
 
+import ast
 import os
 import shutil
 import stat
@@ -114,10 +115,47 @@ def _ignore_for_lab(folder, names):
     return [n for n in names if n in SKIP_DIRS or n == ".env" and not folder.endswith("fixture_repo")]
 
 
-def build_lab(dst: Path, learner_code: Path) -> list[str]:
-    """The grader's lab copied to ``dst``, with the learner's modules put into its code/.
+def splice(pristine: str, theirs: str, names) -> str:
+    """The pristine module with the learner's versions of ``names`` put in, plus every top-level
+    definition or import the learner added. Provided code the learner changed stays pristine, so
+    neither a rewritten tool nor a lab that moved on since the learner cloned it changes a grade.
+    Raises SyntaxError when the learner's module does not parse."""
+    ours_tree, their_tree = ast.parse(pristine), ast.parse(theirs)
+    ours_lines, their_lines = pristine.splitlines(keepends=True), theirs.splitlines(keepends=True)
 
-    Returns the learner modules that were missing (those keep the shipped stub).
+    def segment(lines, node):
+        first = min([node.lineno] + [d.lineno for d in getattr(node, "decorator_list", [])])
+        return first, node.end_lineno, "".join(lines[first - 1:node.end_lineno])
+
+    def key(node):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            return node.name
+        if isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            return ",".join(t.id for t in targets if isinstance(t, ast.Name)) or None
+        return ast.dump(node)  # imports and the rest: the same statement or a new one
+
+    theirs_by_key = {key(n): n for n in their_tree.body}
+    ours_keys = {key(n) for n in ours_tree.body}
+    replace = [(segment(ours_lines, n), segment(their_lines, theirs_by_key[n.name])[2]) for n in ours_tree.body
+               if isinstance(n, ast.FunctionDef) and n.name in names and isinstance(theirs_by_key.get(n.name), ast.FunctionDef)]
+    out = list(ours_lines)
+    for (first, last, _), text in sorted(replace, reverse=True):
+        out[first - 1:last] = [text if text.endswith("\n") else text + "\n"]
+    added = [segment(their_lines, n)[2] for n in their_tree.body if key(n) is not None and key(n) not in ours_keys
+             and not (isinstance(n, ast.Expr) and isinstance(n.value, ast.Constant))]
+    if added:
+        out.append("\n\n# --- added by the learner (kept so their functions can use it) ---\n" + "\n".join(added) + "\n")
+    return "".join(out)
+
+
+def build_lab(dst: Path, learner_code: Path, as_submitted: bool = False) -> list[str]:
+    """The grader's lab copied to ``dst``, with the learner's functions put into its code/.
+
+    The learner functions are spliced into the pristine modules (see ``splice``); with
+    ``as_submitted`` the learner's whole files are used instead. A module that does not parse is
+    used as it is, so the import error becomes evidence. Returns the learner modules that were
+    missing (those keep the shipped stub).
     """
     shutil.copytree(LAB_ROOT, dst, ignore=_ignore_for_lab, symlinks=True)
     missing = []
@@ -128,12 +166,25 @@ def build_lab(dst: Path, learner_code: Path) -> list[str]:
                 and not extra.stem.startswith(("test_", "conftest")):
             shutil.copyfile(extra, dst / "code" / extra.name)
     for name in LEARNER_MODULES:
-        theirs = learner_code / name
-        if theirs.is_file() and not theirs.is_symlink():
-            shutil.copyfile(theirs, dst / "code" / name)
-        else:
+        theirs, ours = learner_code / name, dst / "code" / name
+        if not theirs.is_file() or theirs.is_symlink():
             missing.append(name)
+            continue
+        if as_submitted:
+            shutil.copyfile(theirs, ours)
+            continue
+        text = theirs.read_text(encoding="utf-8", errors="replace")
+        functions = [q.split(".")[1] for q in learner_functions() if q.split(".")[0] + ".py" == name]
+        try:
+            ours.write_text(splice(ours.read_text(encoding="utf-8"), text, functions), encoding="utf-8")
+        except SyntaxError:
+            shutil.copyfile(theirs, ours)
     return missing
+
+
+def learner_functions():
+    from harness.milestones import LEARNER_FUNCTIONS  # board.py put the lab's code/ on sys.path
+    return LEARNER_FUNCTIONS
 
 
 def put_learner_code_in_reference(lab: Path) -> None:
