@@ -60,9 +60,11 @@ def folder(tmp_path_factory):
     proc = subprocess.run([sys.executable, str(RUBRIC / "grade.py"), str(subs), "--csv", str(base / "grades.csv"),
                            "--out", str(base / "reports"), "--quick"], env=env, capture_output=True, text=True,
                           timeout=600)
+    single = subprocess.run([sys.executable, str(RUBRIC / "grade.py"), str(subs / "bob_stub"), "--quick"], env=env,
+                            capture_output=True, text=True, timeout=600)
     reports = {p.stem: json.loads(p.read_text()) for p in (base / "reports").glob("*.json")}
     return {"proc": proc, "csv": base / "grades.csv", "reports": reports, "unchanged": tree_hash(subs) == before,
-            "md": {p.stem: p.read_text() for p in (base / "reports").glob("*.md")}}
+            "md": {p.stem: p.read_text() for p in (base / "reports").glob("*.md")}, "single": single}
 
 
 def tree_hash(root: Path) -> str:
@@ -92,6 +94,13 @@ def test_folder_mode_writes_one_csv_row_per_learner_and_a_progress_line_each(fol
     assert [line.split("]")[0] for line in folder["proc"].stderr.splitlines() if line.startswith("[")] == \
         ["[1/3", "[2/3", "[3/3"]
     assert folder["unchanged"], "grading modified a submission"
+
+
+def test_one_learner_prints_the_markdown_report(folder):
+    single = folder["single"]
+    assert single.returncode == 0, single.stderr[-2000:]
+    assert single.stdout.startswith("# Grading evidence: bob_stub")
+    assert "M1 Sandbox paths: not started" in single.stdout and "**Total (suggested)** | | **0 / 100**" in single.stdout
 
 
 def test_stubs_are_missing_across_the_code_criteria_and_not_started_on_the_board(folder):
