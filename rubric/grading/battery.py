@@ -83,6 +83,7 @@ def run_battery(lab: Path, home: Path, memory_mb: int) -> Battery:
         if rec.get("started"):
             started = rec
             continue
+        rec["detail"] = rec.get("detail", "").replace(str(work.resolve()), "<tmp>").replace(str(work), "<tmp>")
         battery.probes.append(rec)
         started = None
     if started is not None:  # the process died or was killed inside this probe
