@@ -76,15 +76,12 @@ def trace_steps(messages) -> list[Step]:
 
 # =========================================================================== S2: edit_file
 #
-# Why an exact, unique replacement (old_string -> new_string), and not a diff or a whole-file write:
-# - a unified diff asks the model for line numbers and context lines that must match exactly;
-#   models around 12B parameters often emit patches that do not apply and spend their turns on
-#   retrying the patch instead of on the fix;
-# - a whole-file write suits a small model on a small file, but on a large file it costs the whole
-#   file in output tokens and can silently drop or change lines the model never meant to touch;
-# - an exact replacement asks only for text the model has just read. When it does not match, or
-#   matches twice, the tool says so and nothing changes. The editing tools of today's large-model
-#   coding agents use this same contract.
+# The edit contract is "replace this exact text, which occurs once". The model quotes text it has
+# just read, so the tool can check the quote before touching anything: no match, or two matches,
+# comes back as an observation and the file stays as it was. The alternatives ask more of a model:
+# a unified diff needs line numbers and context lines that drift as soon as it miscounts (the
+# agentfix workshop saw ~12B models fail to produce patches that apply), and a whole-file rewrite
+# costs output tokens in proportion to the file and hides unintended changes inside the copy.
 
 MAX_EDIT_BYTES = 1_000_000          # larger files are refused: an edit tool is not a data tool
 TEST_DIRS = frozenset({"tests"})
