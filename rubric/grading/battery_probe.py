@@ -142,7 +142,7 @@ def judge_path(tools, kind, root, arg, repo: Path) -> tuple[str, str]:
 
 
 def main(code_dir: str, work_dir: str) -> int:
-    sys.path.insert(0, code_dir)
+    sys.path.insert(0, str(Path(code_dir).resolve()))
     work = Path(work_dir).resolve()
     t = build(work)
     os.chdir(work)
