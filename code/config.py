@@ -78,6 +78,11 @@ class Settings:
     embedding_api_base: str | None
     embedding_api_key: str | None
     cache_dir: Path
+    # Models that embed questions and documents differently (see .env.example): text put in front of
+    # each, and LiteLLM's input_type for (questions, documents).
+    embedding_query_prefix: str = ""
+    embedding_document_prefix: str = ""
+    embedding_input_types: tuple[str, ...] = ()
 
 
 def read_environment(dotenv_files=None, environ=None) -> dict[str, str]:
@@ -180,4 +185,18 @@ def load_settings(model=None, api_base=None, env=None, need_model=True) -> Setti
         embedding_api_base=embed_base,
         embedding_api_key=api_key_for(embedder, embed_base, env) if embedder else None,
         cache_dir=default_cache_dir(env),
+        embedding_query_prefix=env.get("EMBEDDING_QUERY_PREFIX") or "",
+        embedding_document_prefix=env.get("EMBEDDING_DOCUMENT_PREFIX") or "",
+        embedding_input_types=input_types(env.get("EMBEDDING_INPUT_TYPES")),
     )
+
+
+def input_types(value: str | None) -> tuple[str, ...]:
+    """EMBEDDING_INPUT_TYPES=search_query,search_document -> ("search_query", "search_document")."""
+    if not value:
+        return ()
+    names = tuple(name.strip() for name in value.split(","))
+    if len(names) != 2 or not all(names):
+        raise ConfigError(f"EMBEDDING_INPUT_TYPES must be two names, for questions then documents "
+                          f"(e.g. search_query,search_document), got {value!r}")
+    return names

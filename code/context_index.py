@@ -268,18 +268,29 @@ def load_index(repo_root, recipe: Recipe, cache_dir=None) -> LexicalIndex:
     return index
 
 
-def _cache_file(root: Path, recipe: Recipe, cache_dir) -> Path | None:
-    """Where this repository's index lives; None when the cache would sit inside the repository."""
+def cache_folder(root: Path, cache_dir) -> Path | None:
+    """The cache folder (default: config.default_cache_dir()); None when it would sit inside the repository."""
     if cache_dir is None:
         from config import default_cache_dir
 
         cache_dir = default_cache_dir()
     folder = Path(cache_dir).expanduser().resolve()
     if folder == root or root in folder.parents:
-        return None  # an index inside the repo would be indexed itself on the next run
-    version = f"{STORAGE_VERSION}.{recipe.version}"
-    key = hashlib.blake2b(f"{version}:{root}".encode("utf-8", "surrogateescape"), digest_size=10).hexdigest()
-    return folder / f"index-{key}.npz"
+        return None  # a cache inside the repo would be indexed itself on the next run
+    return folder
+
+
+def repo_key(root: Path, salt: str = "") -> str:
+    """A short stable name for a repository (its resolved path) in the cache folder."""
+    return hashlib.blake2b(f"{salt}{root}".encode("utf-8", "surrogateescape"), digest_size=10).hexdigest()
+
+
+def _cache_file(root: Path, recipe: Recipe, cache_dir) -> Path | None:
+    """Where this repository's index lives; None when there is no cache."""
+    folder = cache_folder(root, cache_dir)
+    if folder is None:
+        return None
+    return folder / f"index-{repo_key(root, f'{STORAGE_VERSION}.{recipe.version}:')}.npz"
 
 
 ARRAYS = ("chunk_file", "chunk_start", "chunk_end", "chunk_length", "term_ptr", "term_words", "word_ptr", "postings", "tf")

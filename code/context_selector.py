@@ -35,6 +35,7 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from array import array
 from collections import Counter
 from dataclasses import dataclass
@@ -43,7 +44,7 @@ import numpy as np
 
 import context_index
 from context_index import FileChunks, LexicalIndex, as_text, content_hash, file_lines, read_bytes
-from embeddings import LiteLLMEmbedder, dense_scores  # noqa: F401  (LiteLLMEmbedder: copilot.py builds one)
+from embeddings import EmbeddingFailed, LiteLLMEmbedder, dense_scores  # noqa: F401  (LiteLLMEmbedder: copilot.py builds one)
 from tools import printable
 
 DEFAULT_TOP_FILES = 3             # k: how many files the injected context comes from
@@ -108,9 +109,13 @@ def select_context(question, repo_root, k=DEFAULT_TOP_FILES, embed=None, cache_d
         return []
     terms = question_terms(question)
     scores = score_chunks(index, terms)                       # 3. score
-    if embed is not None:
-        dense = dense_scores(index, question, embed, cache_dir) * role_prior(index)
-        scores = fuse_rankings(scores, dense).astype(np.float32)
+    if embed is not None:                                     #    + dense vectors, if configured
+        try:
+            dense = dense_scores(index, question, embed, cache_dir) * role_prior(index)
+        except EmbeddingFailed as exc:  # the run goes on: lexical context is still good context
+            print(f"context: embeddings unavailable ({exc}); using lexical context only", file=sys.stderr)
+        else:
+            scores = fuse_rankings(scores, dense).astype(np.float32)
     return pick_snippets(index, scores, terms, k, budget)     # 4. pick (render_snippets: 5.)
 
 
