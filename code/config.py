@@ -81,6 +81,11 @@ class Settings:
     embedding_api_base: str | None
     embedding_api_key: str | None
     cache_dir: Path
+    # Models that embed questions and documents differently (see .env.example): text put in front of
+    # each, and LiteLLM's input_type for (questions, documents).
+    embedding_query_prefix: str = ""
+    embedding_document_prefix: str = ""
+    embedding_input_types: tuple[str, ...] = ()
 
 
 def read_environment(dotenv_files=None, environ=None, env_file=None) -> dict[str, str]:
@@ -189,6 +194,9 @@ def load_settings(model=None, api_base=None, env=None, need_model=True, env_file
         embedding_api_base=embed_base,
         embedding_api_key=api_key_for(embedder, embed_base, env) if embedder else None,
         cache_dir=default_cache_dir(env),
+        embedding_query_prefix=env.get("EMBEDDING_QUERY_PREFIX") or "",
+        embedding_document_prefix=env.get("EMBEDDING_DOCUMENT_PREFIX") or "",
+        embedding_input_types=input_types(env.get("EMBEDDING_INPUT_TYPES")),
     )
 
 
@@ -221,3 +229,14 @@ def base_url_problems(model: str | None, api_base: str | None) -> list[str]:
     elif prefix == "groq" and (not path.endswith("/v1") or "groq.com" in api_base and path != "/openai/v1"):
         problems.append("Groq's base URL is https://api.groq.com/openai/v1; leave COPILOT_API_BASE unset for Groq")
     return problems
+
+
+def input_types(value: str | None) -> tuple[str, ...]:
+    """EMBEDDING_INPUT_TYPES=search_query,search_document -> ("search_query", "search_document")."""
+    if not value:
+        return ()
+    names = tuple(name.strip() for name in value.split(","))
+    if len(names) != 2 or not all(names):
+        raise ConfigError(f"EMBEDDING_INPUT_TYPES must be two names, for questions then documents "
+                          f"(e.g. search_query,search_document), got {value!r}")
+    return names

@@ -58,7 +58,7 @@ class PlainBM25:
     def __init__(self, index):
         self.docs: list[Counter] = []
         for chunk in range(index.n_chunks):
-            lines = cs._file_lines(index, index.chunk_path(chunk))
+            lines = cs.file_lines(index, index.chunk_path(chunk))
             text = "\n".join(lines[index.chunk_start[chunk] - 1:index.chunk_end[chunk]])
             self.docs.append(Counter(WORD.findall(text.lower())))
         self.lengths = [sum(d.values()) for d in self.docs]
@@ -94,10 +94,10 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as tmp:
         for name in ARCHIVES:
             root = extract(name, Path(tmp))
-            index = cs.build_index(root, cs.list_repo(root))
+            index = cs.load_index(root, Path(tmp) / "cache")
             plain = PlainBM25(index)
             for q in (q for q in questions if q["repo"] == name):
-                ours = file_ranking(index, index.scores(cs.question_terms(q["question"])))
+                ours = file_ranking(index, cs.score_chunks(index, cs.question_terms(q["question"])))
                 base = file_ranking(index, plain.scores(q["question"]))
                 totals["context_selector"].append(reciprocal_rank(ours, q["answer"]))
                 totals["plain BM25"].append(reciprocal_rank(base, q["answer"]))

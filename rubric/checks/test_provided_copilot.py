@@ -18,6 +18,7 @@ from harness.paths import CODE_DIR, FIXTURE_REPO, SENTINEL
 
 config = importlib.import_module("config")
 cs = importlib.import_module("context_selector")
+ci = importlib.import_module("context_index")
 
 
 def clean_env(tmp_path, **extra):
@@ -194,12 +195,12 @@ def test_source_outranks_a_test_that_matches_as_well(tmp_path):
     assert [s.path for s in snippets][:2] == ["auth.py", "tests/auth.py"]
 
 
-def test_python_is_chunked_by_definition_and_bad_python_by_windows():
+def test_python_is_chunked_by_definition_even_when_it_does_not_parse():
     source = "import os\n\n\n@decorator\ndef first():\n    return 1\n\n\nclass Second:\n    x = 1\n"
     assert cs.chunk_spans("m.py", source) == [(1, 3), (4, 6), (7, 8), (9, 10)]
-    broken = "def broken(:\n" + "x = 1\n" * 200
+    broken = "def broken(:\n    '''a docstring\ndef not_a_definition():\n'''\n" + "x = 1\n" * 200
     spans = cs.chunk_spans("b.py", broken)
-    assert spans[0] == (1, cs.WINDOW_LINES) and spans[-1][1] == 201
+    assert spans[0] == (1, 4) and spans[1] == (5, 4 + cs.WINDOW_LINES) and spans[-1][1] == 204
 
 
 def test_big_class_is_chunked_by_method():
@@ -239,8 +240,8 @@ def test_the_second_run_uses_the_cache_and_a_change_rebuilds(tmp_path, monkeypat
     (repo / "a.py").write_text("def alpha():\n    return 'order'\n")
     cache = tmp_path / "cache"
     builds = []
-    real = cs.build_index
-    monkeypatch.setattr(cs, "build_index", lambda *a: builds.append(1) or real(*a))
+    real = ci.build_index
+    monkeypatch.setattr(ci, "build_index", lambda *a: builds.append(1) or real(*a))
     cs.select_context("alpha", repo, cache_dir=cache)
     cs.select_context("alpha", repo, cache_dir=cache)
     assert len(builds) == 1
@@ -281,8 +282,9 @@ def test_dense_vectors_are_fused_and_cached(tmp_path):
 def test_litellm_embedder_through_the_fake_server():
     from harness.fake_server import FakeServer
 
+    batch = importlib.import_module("embeddings").EMBED_BATCH
     with FakeServer() as server:
         embed = cs.LiteLLMEmbedder("openai/fake-embed", server.base_url, "x")
-        vectors = embed([f"text {i}" for i in range(cs.EMBED_BATCH + 3)])
-    assert len(vectors) == cs.EMBED_BATCH + 3
-    assert [len(b["input"]) for b in server.embedding_requests] == [cs.EMBED_BATCH, 3]
+        vectors = embed([f"text {i}" for i in range(batch + 3)])
+    assert len(vectors) == batch + 3
+    assert [len(b["input"]) for b in server.embedding_requests] == [batch, 3]
