@@ -32,6 +32,7 @@ os.environ.setdefault("LESSON06_IMPL", "reference")  # search_code needs safe_re
 if os.environ["LESSON06_IMPL"] == "reference":
     sys.path.insert(0, str(CODE_DIR.parent / "rubric" / "reference"))
 
+import context_index as ci  # noqa: E402
 import context_selector as cs  # noqa: E402
 import tools  # noqa: E402
 
@@ -61,7 +62,7 @@ def best_of(fn, repeat=3):
 
 def floor(root: Path) -> float:
     """Read every file the index reads and split it into identifiers with one regex."""
-    wanted = [p for p, rel, size, _ in cs.list_repo(root) if cs.indexable(rel, size)]
+    wanted = [p for p, rel, size, _ in ci.list_repo(root) if ci.indexable(rel, size)]
 
     def run():
         for path in wanted:
@@ -81,8 +82,8 @@ def main() -> int:
             tar.extractall(tmp, filter="data")
         root = tmp / "Django-5.1.4"
         cache = tmp / "cache"
-        listing = cs.list_repo(root)
-        indexed = [(p, rel, size) for p, rel, size, _ in listing if cs.indexable(rel, size)]
+        listing = ci.list_repo(root)
+        indexed = [(p, rel, size) for p, rel, size, _ in listing if ci.indexable(rel, size)]
         size_mb = sum(s for _, _, s in indexed) / 1e6
         print(f"Django 5.1.4: {len(listing):,} visible files, {len(indexed):,} indexed ({size_mb:.1f} MB), {os.cpu_count()} CPUs")
 
@@ -99,7 +100,7 @@ def main() -> int:
         for q in QUESTIONS:
             started = time.perf_counter()
             terms = cs.question_terms(q)
-            cs.pick_snippets(index, index.scores(terms), terms, cs.DEFAULT_TOP_FILES, cs.CONTEXT_CHAR_BUDGET)
+            cs.pick_snippets(index, cs.score_chunks(index, terms), terms, cs.DEFAULT_TOP_FILES, cs.CONTEXT_CHAR_BUDGET)
             query_times.append(time.perf_counter() - started)
         search_s = best_of(lambda: tools.search_code(root, NO_HIT))
         grep_s = best_of(lambda: subprocess.run(["grep", "-rIi", NO_HIT, str(root)], capture_output=True))

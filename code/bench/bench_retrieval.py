@@ -39,6 +39,7 @@ import numpy as np
 CODE_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(CODE_DIR))
 
+import context_index  # noqa: E402
 import context_selector as cs  # noqa: E402
 
 CORPUS = CODE_DIR.parent.parent / "shared" / "corpus"
@@ -105,7 +106,7 @@ class PlainBM25:
         for chunk in range(index.n_chunks):
             by_file[int(index.chunk_file[chunk])].append(chunk)
         for file, chunks in by_file.items():
-            lines = cs._file_lines(index, index.files[file][0])  # each file read once
+            lines = cs.file_lines(index, index.files[file][0])  # each file read once
             for chunk in chunks:
                 text = "\n".join(lines[index.chunk_start[chunk] - 1:index.chunk_end[chunk]])
                 counts = Counter(WORD.findall(text.lower()))
@@ -128,7 +129,7 @@ class PlainBM25:
 
 
 def lexical_ranking(index, question: str) -> list[str]:
-    return file_ranking(index, index.scores(cs.question_terms(question)))
+    return file_ranking(index, cs.score_chunks(index, cs.question_terms(question)))
 
 
 # Each scoring choice switched off, to measure what it gains and what it costs (--ablate).
@@ -144,15 +145,24 @@ ABLATIONS = {
 @contextlib.contextmanager
 def patched(changes: dict):
     saved = {name: getattr(cs, name) for name in changes}
+    parallel = context_index.PARALLEL_MIN_BYTES
     try:
         for name, value in changes.items():
             setattr(cs, name, value)
         cs._terms_memo.clear()  # identifier_terms is memoized: a tokenizer change must not see old terms
+        context_index.PARALLEL_MIN_BYTES = math.inf  # worker processes would import the unpatched module
         yield
     finally:
         for name, value in saved.items():
             setattr(cs, name, value)
         cs._terms_memo.clear()
+        context_index.PARALLEL_MIN_BYTES = parallel
+
+
+def build(root, listing):
+    """A fresh index (no cache), with the selector's functions as they are now (patched or not)."""
+    recipe = context_index.Recipe(cs.INDEX_VERSION, cs.index_file, cs.identifier_terms)
+    return context_index.build_index(root, listing, recipe)
 
 
 # --------------------------------------------------------------------------- the run
@@ -200,8 +210,8 @@ def rank_all(questions, roots, variants) -> dict[str, list[int]]:
     for repo in dict.fromkeys(q["repo"] for q in questions):
         mine = [q for q in questions if q["repo"] == repo]
         root = roots[repo]
-        listing = cs.list_repo(root)
-        index = cs.build_index(root, listing)
+        listing = context_index.list_repo(root)
+        index = build(root, listing)
         unindexed = {rel for q in mine for rel in q["relevant"]} - {index.files[f][0] for f in set(index.chunk_file.tolist())}
         if unindexed:
             print(f"  note: {repo}: relevant but not indexed: {sorted(unindexed)}")
@@ -211,7 +221,7 @@ def rank_all(questions, roots, variants) -> dict[str, list[int]]:
             ranks["lexical"].append(first_relevant_rank(lexical_ranking(index, q["question"]), q["relevant"]))
         for name, changes in variants.items():
             with patched(changes):
-                variant = cs.build_index(root, listing)
+                variant = build(root, listing)
                 for q in mine:
                     ranks[name].append(first_relevant_rank(lexical_ranking(variant, q["question"]), q["relevant"]))
     return ranks

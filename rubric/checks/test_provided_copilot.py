@@ -18,6 +18,7 @@ from harness.paths import CODE_DIR, FIXTURE_REPO, SENTINEL
 
 config = importlib.import_module("config")
 cs = importlib.import_module("context_selector")
+ci = importlib.import_module("context_index")
 
 
 def clean_env(tmp_path, **extra):
@@ -212,8 +213,8 @@ def test_the_second_run_uses_the_cache_and_a_change_rebuilds(tmp_path, monkeypat
     (repo / "a.py").write_text("def alpha():\n    return 'order'\n")
     cache = tmp_path / "cache"
     builds = []
-    real = cs.build_index
-    monkeypatch.setattr(cs, "build_index", lambda *a: builds.append(1) or real(*a))
+    real = ci.build_index
+    monkeypatch.setattr(ci, "build_index", lambda *a: builds.append(1) or real(*a))
     cs.select_context("alpha", repo, cache_dir=cache)
     cs.select_context("alpha", repo, cache_dir=cache)
     assert len(builds) == 1
@@ -254,8 +255,9 @@ def test_dense_vectors_are_fused_and_cached(tmp_path):
 def test_litellm_embedder_through_the_fake_server():
     from harness.fake_server import FakeServer
 
+    batch = importlib.import_module("embeddings").EMBED_BATCH
     with FakeServer() as server:
         embed = cs.LiteLLMEmbedder("openai/fake-embed", server.base_url, "x")
-        vectors = embed([f"text {i}" for i in range(cs.EMBED_BATCH + 3)])
-    assert len(vectors) == cs.EMBED_BATCH + 3
-    assert [len(b["input"]) for b in server.embedding_requests] == [cs.EMBED_BATCH, 3]
+        vectors = embed([f"text {i}" for i in range(batch + 3)])
+    assert len(vectors) == batch + 3
+    assert [len(b["input"]) for b in server.embedding_requests] == [batch, 3]
