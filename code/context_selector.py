@@ -9,7 +9,8 @@ How (the retrieval you built in Projects 03/04, applied to source files), in the
   2. Chunk: Python by top-level function and class (via ``ast``; a big class by method), the
      lines between them as their own chunks; other text files by windows of lines.
   3. Score: embed every chunk and the question as vectors, and rank chunks by their dot product,
-     scaled by the file's role (source 1.0; tests and docs 0.7; changelogs 0.5).
+     scaled by the file's role (source 1.0; tests and docs 0.7; changelogs 0.5; a question
+     about tests puts tests at 1.0 and source at 0.7).
   4. Pick the best chunks of the top-k files, within a character budget.
   5. Render them with line numbers, the way read_file shows a file.
 
@@ -57,6 +58,10 @@ PATH_WEIGHT = 5                   # a file name is strong evidence: its words co
 # Questions to a coding copilot are mostly about what the code does: when a source file and a test,
 # a doc page or a changelog match equally well, show the source (MRR 0.55 -> 0.79 in bench_retrieval.py).
 ROLE_WEIGHTS = {"source": 1.0, "test": 0.7, "doc": 0.7, "changelog": 0.5}
+# ...unless the question asks for tests: then tests come first (question_intent; test questions
+# in bench_retrieval.py: MRR 0.34 -> 0.82).
+INTENT_WEIGHTS = {"test": {"source": 0.7, "test": 1.0}}
+TEST_WORDS = frozenset({"test", "tests", "tested", "testing"})
 CHANGELOG_NAMES = re.compile(r"(history|changes|changelog|news)(\.(md|rst|txt))?$", re.IGNORECASE)
 TEST_DIRS = frozenset({"test", "tests", "testing"})
 DOC_DIRS = frozenset({"doc", "docs", "examples"})
@@ -106,10 +111,10 @@ def select_context(question, repo_root, k=DEFAULT_TOP_FILES, embed=None, cache_d
     index = load_index(repo_root, cache_dir)                  # 1-2. walk and chunk (cached)
     if index.n_chunks == 0 or k < 1:
         return []
-    terms = question_terms(question)
-    scores = score_chunks(index, terms)                       # 3. score
+    terms, intent = question_terms(question), question_intent(question)
+    scores = score_chunks(index, terms, intent)               # 3. score
     if embed is not None:
-        dense = dense_scores(index, question, embed, cache_dir) * role_prior(index)
+        dense = dense_scores(index, question, embed, cache_dir) * role_prior(index, intent)
         scores = fuse_rankings(scores, dense).astype(np.float32)
     return pick_snippets(index, scores, terms, k, budget)     # 4. pick (render_snippets: 5.)
 
@@ -159,6 +164,15 @@ def question_terms(question: str) -> list[str]:
     words = [w for w in IDENTIFIER.findall(question) if w.lower() not in STOPWORDS]
     terms = (t for w in words for t in identifier_terms(w))
     return [t for t in dict.fromkeys(terms) if t not in STOPWORDS]
+
+
+def question_intent(question: str) -> str:
+    """'test' when the question asks about tests ("Where is slugify tested?"), else 'code'.
+
+    Picks the file-role weights (INTENT_WEIGHTS). 'test_client' is an identifier, not the word.
+    """
+    words = {w.lower() for w in IDENTIFIER.findall(question)}
+    return "test" if words & TEST_WORDS else "code"
 
 
 # --------------------------------------------------------------------------- chunking
@@ -263,9 +277,9 @@ RECIPE = context_index.Recipe(INDEX_VERSION, index_file, identifier_terms)
 
 # --------------------------------------------------------------------------- scoring
 
-def score_chunks(index: LexicalIndex, terms) -> np.ndarray:
+def score_chunks(index: LexicalIndex, terms, intent: str = "code") -> np.ndarray:
     """BM25 score of every chunk (the dot product of the question's and the chunk's vectors),
-    times the chunk's file-role weight (ROLE_WEIGHTS).
+    times the chunk's file-role weight (ROLE_WEIGHTS, with the question intent's INTENT_WEIGHTS).
 
     Chunk side: the term's count, saturated and length-adjusted. Question side: the term's
     rarity (IDF), so "session" outweighs "get".
@@ -282,15 +296,16 @@ def score_chunks(index: LexicalIndex, terms) -> np.ndarray:
         df = np.count_nonzero(counts)
         idf = np.log1p((index.n_chunks - df + 0.5) / (df + 0.5))
         total += idf * counts * (BM25_K1 + 1) / (counts + norm)
-    return total * role_prior(index)
+    return total * role_prior(index, intent)
 
 
-def role_prior(index: LexicalIndex) -> np.ndarray:
-    """Per chunk: its file's ROLE_WEIGHTS entry."""
-    prior = index.memo.get("role_prior")
+def role_prior(index: LexicalIndex, intent: str = "code") -> np.ndarray:
+    """Per chunk: its file's role weight for a question of this intent (see question_intent)."""
+    prior = index.memo.get(f"role_prior:{intent}")
     if prior is None:
-        role_weight = np.array([ROLE_WEIGHTS[file_role(f[0])] for f in index.files] or [1.0])
-        prior = index.memo["role_prior"] = role_weight[index.chunk_file]
+        weights = {**ROLE_WEIGHTS, **INTENT_WEIGHTS.get(intent, {})}
+        role_weight = np.array([weights[file_role(f[0])] for f in index.files] or [1.0])
+        prior = index.memo[f"role_prior:{intent}"] = role_weight[index.chunk_file]
     return prior
 
 

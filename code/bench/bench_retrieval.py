@@ -5,6 +5,8 @@
     python bench/bench_retrieval.py --ablate     # also each scoring choice switched off, paired with the default
     python bench/bench_retrieval.py --check      # verify the set: relevant files exist, citations hold
     python bench/bench_retrieval.py -v           # also list the questions the lexical ranker misses
+    python bench/bench_retrieval.py --save before.json      # keep each question's ranks ...
+    python bench/bench_retrieval.py --compare before.json   # ... and pair a later run with them
 
 Each question names the files that answer it (``relevant``). Both rankers order the repository's
 files by their best chunk (as select_context does before it picks snippets) and we report:
@@ -12,7 +14,7 @@ files by their best chunk (as select_context does before it picks snippets) and 
   MRR  mean of 1/rank of the first relevant file (0 when none is ranked)
 The rankers:
   lexical     context_selector as shipped: identifier-aware terms, question stop words dropped,
-              path words added to each chunk, BM25, file-role weights.
+              path words added to each chunk, BM25, file-role weights chosen by the question's intent.
   plain BM25  the same chunks, lowercase \\w+ tokens, textbook BM25, nothing else.
 Intervals: percentile bootstrap over questions (2,000 resamples, seeded). A difference between two
 rankers is bootstrapped paired (the same resampled questions for both), so it is far tighter than
@@ -129,13 +131,14 @@ class PlainBM25:
 
 
 def lexical_ranking(index, question: str) -> list[str]:
-    return file_ranking(index, cs.score_chunks(index, cs.question_terms(question)))
+    return file_ranking(index, cs.score_chunks(index, cs.question_terms(question), cs.question_intent(question)))
 
 
 # Each scoring choice switched off, to measure what it gains and what it costs (--ablate).
 # A variant patches context_selector while the index is built and the questions are ranked.
 ABLATIONS = {
-    "no role weights": {"ROLE_WEIGHTS": {role: 1.0 for role in cs.ROLE_WEIGHTS}},
+    "no role weights": {"ROLE_WEIGHTS": {role: 1.0 for role in cs.ROLE_WEIGHTS}, "INTENT_WEIGHTS": {}},
+    "no question intent": {"INTENT_WEIGHTS": {}},
     "path weight 1": {"PATH_WEIGHT": 1},
     "path weight 0": {"PATH_WEIGHT": 0},
     "no stop words": {"STOPWORDS": frozenset()},
@@ -260,6 +263,8 @@ def main() -> int:
     parser.add_argument("--ablate", action="store_true", help="also rank with each ABLATIONS variant")
     parser.add_argument("--check", action="store_true", help="only verify the question set against the corpus")
     parser.add_argument("-v", action="store_true", help="list the lexical ranker's misses at rank 1")
+    parser.add_argument("--save", metavar="FILE", help="write every ranker's per-question ranks as JSON")
+    parser.add_argument("--compare", metavar="FILE", help="add the lexical ranks saved by --save as 'before'")
     args = parser.parse_args()
     if not CORPUS.is_dir():
         print(f"skipped: {CORPUS} is not here (the corpus lives in ../shared, outside the project)")
@@ -274,6 +279,12 @@ def main() -> int:
             return check(questions, roots)
         ranks = rank_all(questions, roots, ABLATIONS if args.ablate else {})
     questions = ordered(questions, ranks)
+    keys = [f"{q['repo']}|{q['question']}" for q in questions]
+    if args.compare:
+        saved = json.loads(Path(args.compare).read_text(encoding="utf-8"))
+        ranks["before"] = [saved["lexical"][key] for key in keys]  # KeyError: saved from another set
+    if args.save:
+        Path(args.save).write_text(json.dumps({name: dict(zip(keys, r)) for name, r in ranks.items()}), encoding="utf-8")
     print(f"{len(questions)} questions ({args.set}) over " + ", ".join(ARCHIVES[r].removesuffix('.tar.gz') for r in roots)
           + " (whole trees: source, tests, docs)")
     report(questions, ranks)

@@ -166,6 +166,14 @@ def test_source_outranks_a_test_that_matches_as_well(tmp_path):
     (tmp_path / "auth.py").write_text(body)
     snippets = cs.select_context("how is the refresh token rotated?", tmp_path, k=2, cache_dir=tmp_path / "cache")
     assert [s.path for s in snippets][:2] == ["auth.py", "tests/auth.py"]
+    asked = cs.select_context("which test covers rotating the refresh token?", tmp_path, k=2, cache_dir=tmp_path / "cache")
+    assert [s.path for s in asked][:2] == ["tests/auth.py", "auth.py"]  # a question about tests wants the test
+
+
+def test_question_intent_comes_from_the_words():
+    assert cs.question_intent("Where is slugify tested?") == "test"
+    assert cs.question_intent("Which tests cover the paginator?") == "test"
+    assert cs.question_intent("How does the test_client fixture work?") == "code"  # an identifier, not the word
 
 
 def test_python_is_chunked_by_definition_and_bad_python_by_windows():
