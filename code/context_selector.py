@@ -69,7 +69,7 @@ DOC_SUFFIXES = (".rst", ".md", ".txt")
 BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
 RRF_K = 60                        # reciprocal-rank fusion constant (the usual value)
-INDEX_VERSION = 3                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
+INDEX_VERSION = 4                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Pieces of an identifier: "HTTPServerError2" -> HTTP, Server, Error, 2; "order_total" -> order, total.
@@ -130,24 +130,37 @@ _terms_memo: dict[str, tuple[str, ...]] = {}
 
 
 def identifier_terms(word: str) -> tuple[str, ...]:
-    """'SecureCookieSession' -> ('securecookiesession', 'secure', 'cookie', 'session').
+    """'SecureCookieSession' -> ('securecookiesession', 'secure', 'cookie', 'session'); 'Cookies' -> ('cookie',).
 
-    The whole identifier (lowercased) plus its snake_case / CamelCase parts, plurals folded
-    ('cookies' -> 'cookie'). Memoized: a repository repeats the same identifiers endlessly.
+    An identifier made of several snake_case / CamelCase parts counts as itself (lowercased: the
+    exact name is strong evidence) and as each part, plurals folded. A plain word counts once, as
+    its singular: a plural in a question must not count twice. Memoized: a repository repeats the
+    same identifiers endlessly.
     """
     terms = _terms_memo.get(word)
     if terms is None:
         whole = word.lower()
-        parts = [_fold_plural(p.lower()) for p in IDENTIFIER_PART.findall(word) if len(p) > 1]
-        terms = tuple(dict.fromkeys([whole, *parts]))
+        pieces = [p.lower() for p in IDENTIFIER_PART.findall(word) if len(p) > 1]
+        parts = [_fold_plural(p) for p in pieces]
+        if pieces == [whole.strip("_")]:
+            terms = tuple(parts)  # a plain word ('cookies', '_cache', 'HTTP')
+        else:
+            terms = tuple(dict.fromkeys([whole, *parts]))
         _terms_memo[word] = terms
     return terms
 
 
 def _fold_plural(word: str) -> str:
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
+    """'cookies' -> 'cookie', 'queries' -> 'query', 'classes' -> 'class', 'matches' -> 'match';
+    'status', 'this', 'class' stay as they are. English plurals, roughly: a wrong fold costs little
+    as long as question and code fold the same way."""
+    if len(word) <= 3 or not word.endswith("s") or word.endswith(("ss", "us", "is")):
+        return word
+    if word.endswith("ies") and len(word) > 4 and not word.endswith(("kies", "vies")):  # not cookies, movies
+        return word[:-3] + "y"
+    if word.endswith(("sses", "xes", "shes", "ches")) and not word.endswith("aches"):  # not caches
+        return word[:-2]
+    return word[:-1]
 
 
 def count_terms(text: str) -> Counter:

@@ -150,6 +150,14 @@ def test_identifiers_split_into_words():
     assert "why" not in cs.question_terms("why does config default to Groq?")
 
 
+def test_plurals_fold_once_and_only_plurals():
+    assert [cs.identifier_terms(w) for w in ("cookies", "queries", "classes", "caches")] == [
+        ("cookie",), ("query",), ("class",), ("cache",)]
+    assert [cs.identifier_terms(w) for w in ("this", "status", "class", "analysis")] == [
+        ("this",), ("status",), ("class",), ("analysis",)]
+    assert cs.question_terms("session cookies") == ["session", "cookie"]  # a plural counts once
+
+
 @pytest.mark.parametrize("rel,role", [
     ("src/flask/sessions.py", "source"), ("tests/test_basic.py", "test"), ("pkg/test_utils.py", "test"),
     ("conftest.py", "test"), ("docs/config.rst", "doc"), ("README.md", "doc"), ("HISTORY.md", "changelog"),
