@@ -10,7 +10,7 @@ How (the retrieval you built in Projects 03/04, applied to source files), in the
      lines between them as their own chunks; other text files by windows of lines.
   3. Score: embed every chunk and the question as vectors, and rank chunks by their dot product,
      scaled by the file's role (source 1.0; tests and docs 0.7; changelogs 0.5; a question
-     about tests puts tests at 1.0 and source at 0.7).
+     about tests puts tests at 1.0 and source at 0.7, a how-to question docs at 1.0).
   4. Pick the best chunks of the top-k files, within a character budget.
   5. Render them with line numbers, the way read_file shows a file.
 
@@ -58,10 +58,12 @@ PATH_WEIGHT = 5                   # a file name is strong evidence: its words co
 # Questions to a coding copilot are mostly about what the code does: when a source file and a test,
 # a doc page or a changelog match equally well, show the source (MRR 0.55 -> 0.79 in bench_retrieval.py).
 ROLE_WEIGHTS = {"source": 1.0, "test": 0.7, "doc": 0.7, "changelog": 0.5}
-# ...unless the question asks for tests: then tests come first (question_intent; test questions
-# in bench_retrieval.py: MRR 0.34 -> 0.82).
-INTENT_WEIGHTS = {"test": {"source": 0.7, "test": 1.0}}
+# ...unless the question says what it wants (question_intent): one about tests puts tests first
+# (bench_retrieval.py, test questions: MRR 0.34 -> 0.82), a how-to question puts docs level with source.
+INTENT_WEIGHTS = {"test": {"source": 0.7, "test": 1.0}, "howto": {"doc": 1.0}}
 TEST_WORDS = frozenset({"test", "tests", "tested", "testing"})
+# "How do I deploy..." asks how to use something (docs); "How does X work?" asks what the code does.
+HOWTO = re.compile(r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentation|documented|tutorial)\b", re.IGNORECASE)
 CHANGELOG_NAMES = re.compile(r"(history|changes|changelog|news)(\.(md|rst|txt))?$", re.IGNORECASE)
 TEST_DIRS = frozenset({"test", "tests", "testing"})
 DOC_DIRS = frozenset({"doc", "docs", "examples"})
@@ -180,12 +182,15 @@ def question_terms(question: str) -> list[str]:
 
 
 def question_intent(question: str) -> str:
-    """'test' when the question asks about tests ("Where is slugify tested?"), else 'code'.
+    """'test' when the question asks about tests ("Where is slugify tested?"), 'howto' when it asks
+    how to do something ("How do I deploy with gunicorn?"), else 'code'.
 
     Picks the file-role weights (INTENT_WEIGHTS). 'test_client' is an identifier, not the word.
     """
     words = {w.lower() for w in IDENTIFIER.findall(question)}
-    return "test" if words & TEST_WORDS else "code"
+    if words & TEST_WORDS:
+        return "test"
+    return "howto" if HOWTO.search(question) else "code"
 
 
 # --------------------------------------------------------------------------- chunking

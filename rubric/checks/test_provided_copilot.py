@@ -182,6 +182,8 @@ def test_question_intent_comes_from_the_words():
     assert cs.question_intent("Where is slugify tested?") == "test"
     assert cs.question_intent("Which tests cover the paginator?") == "test"
     assert cs.question_intent("How does the test_client fixture work?") == "code"  # an identifier, not the word
+    assert cs.question_intent("How do I deploy with gunicorn?") == "howto"  # usage: docs count as much as code
+    assert cs.question_intent("How does the session cookie get signed?") == "code"
 
 
 def test_python_is_chunked_by_definition_and_bad_python_by_windows():
