@@ -9,7 +9,7 @@ How (the retrieval you built in Projects 03/04, applied to source files), in the
   2. Chunk: Python by top-level function and class (via ``ast``; a big class by method), the
      lines between them as their own chunks; other text files by windows of lines.
   3. Score: embed every chunk and the question as vectors, and rank chunks by their dot product,
-     scaled by the file's role (source 1.0; tests and docs 0.7; changelogs 0.5; a question
+     scaled by the file's role (source 1.0; docs 0.7; tests and changelogs 0.5; a question
      about tests puts tests at 1.0 and source at 0.7, a how-to question docs at 1.0).
   4. Pick the best chunks of the top-k files, within a character budget.
   5. Render them with line numbers, the way read_file shows a file.
@@ -57,7 +57,7 @@ WINDOW_OVERLAP = 10               # so an answer on a window edge is whole in on
 PATH_WEIGHT = 5                   # a file name is strong evidence: its words count 5 times (bench/bench_retrieval.py)
 # Questions to a coding copilot are mostly about what the code does: when a source file and a test,
 # a doc page or a changelog match equally well, show the source (MRR 0.55 -> 0.79 in bench_retrieval.py).
-ROLE_WEIGHTS = {"source": 1.0, "test": 0.7, "doc": 0.7, "changelog": 0.5}
+ROLE_WEIGHTS = {"source": 1.0, "test": 0.5, "doc": 0.7, "changelog": 0.5}
 # ...unless the question says what it wants (question_intent): one about tests puts tests first
 # (bench_retrieval.py, test questions: MRR 0.34 -> 0.82), a how-to question puts docs level with source.
 INTENT_WEIGHTS = {"test": {"source": 0.7, "test": 1.0}, "howto": {"doc": 1.0}}
