@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from tools import BINARY_SNIFF_BYTES, iter_repo_files
+from tools import BINARY_SNIFF_BYTES, is_excluded, iter_repo_files
 
 MAX_INDEX_FILE_BYTES = 500_000    # bigger files are data or generated code, not answers
 # Generated, minified or translation files: big, and they drown the code in matches.
@@ -117,6 +117,8 @@ class LexicalIndex:
         self.terms = terms                # term -> row of term_ptr
         self.term_ptr, self.term_words = term_ptr, term_words
         self.word_ptr, self.postings, self.tf = word_ptr, postings, tf
+        self.folders: list[tuple[str, int]] = []  # [(rel, mtime_ns)] watched for added/removed files
+        self.taken_ns = 0                 # when files and folders were listed
         self.memo: dict = {}              # per-index values the selector derives once (role weights...)
 
     @property
@@ -243,6 +245,38 @@ def _progress_done(started, n_files, n_chunks):
 
 # --------------------------------------------------------------------------- the cache
 
+RACY_NS = 2_000_000_000           # a file or folder changed this close to a snapshot may change again
+                                  # within the same clock tick, unseen: check it the slow way
+_in_memory: dict[tuple[Path, int], LexicalIndex] = {}   # (root, recipe version) -> index, for this process
+
+
+def load_index(repo_root, recipe: Recipe, cache_dir=None) -> LexicalIndex:
+    """The repository's index: kept in memory and on disk, rebuilt only when a file changed.
+
+    Checking costs one stat per file and per folder (a folder's time changes when an entry is
+    added, removed or renamed); only when that finds a change is the repository walked again.
+    """
+    root = Path(repo_root).resolve()
+    cache = _cache_file(root, recipe, cache_dir)
+    index = _in_memory.get((root, recipe.version))
+    if index is None and cache:
+        index = _read_cache(cache, root, recipe)
+    if index is not None and still_valid(index):
+        _in_memory[(root, recipe.version)] = index
+        return index
+    started = time.time_ns()
+    listing, folders = list_repo(root), list_folders(root)
+    if index is not None and _unchanged(index.files, listing, index.hashes, index.taken_ns - RACY_NS):
+        index.files = [(rel, size, mtime) for _, rel, size, mtime in listing]  # touched, not changed
+    else:
+        index = build_index(root, listing, recipe)
+    index.folders, index.taken_ns = folders, started
+    if cache:
+        _write_cache(cache, index, recipe)
+    _in_memory[(root, recipe.version)] = index
+    return index
+
+
 def list_repo(root) -> list[tuple[Path, str, int, int]]:
     """(path, rel, size, mtime_ns) of every visible file: what a cached index must match."""
     listing = []
@@ -255,73 +289,147 @@ def list_repo(root) -> list[tuple[Path, str, int, int]]:
     return listing
 
 
-def load_index(repo_root, recipe: Recipe, cache_dir=None) -> LexicalIndex:
-    """The repository's index: from the cache when no file changed, otherwise built (and cached)."""
-    root = Path(repo_root).resolve()
-    listing = list_repo(root)
-    cache = _cache_file(root, recipe, cache_dir)
-    index = _read_cache(cache, root, recipe, listing) if cache else None
-    if index is None:
-        index = build_index(root, listing, recipe)
-        if cache:
-            _write_cache(cache, index, recipe)
-    return index
+def list_folders(root: Path) -> list[tuple[str, int]]:
+    """(rel, mtime_ns) of the folders to watch for added or removed files, the root ("") first.
+
+    Only says where to look for changes (what is visible stays tools.iter_repo_files's decision);
+    skips what the tools skip by name, and virtualenvs, so a big site-packages is not watched.
+    """
+    folders, stack = [], [("", str(root))]
+    while stack:  # a loop, not recursion: a repository may nest folders thousands deep
+        rel, path = stack.pop()
+        try:
+            folders.append((rel, os.lstat(path).st_mtime_ns))
+            with os.scandir(path) as scan:
+                entries = [e for e in scan if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        for entry in entries:
+            parts = (*rel.split("/"), entry.name) if rel else (entry.name,)
+            if not is_excluded(parts) and not os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
+                stack.append(("/".join(parts), entry.path))
+    return folders
 
 
-def _cache_file(root: Path, recipe: Recipe, cache_dir) -> Path | None:
-    """Where this repository's index lives; None when the cache would sit inside the repository."""
+def still_valid(index: LexicalIndex) -> bool:
+    """True when no watched folder and no file changed since the index's snapshot (stats only)."""
+    racy = index.taken_ns - RACY_NS
+    folders, files = _watched(index)
+    try:
+        for path, mtime in folders:
+            if mtime >= racy or os.lstat(path).st_mtime_ns != mtime:
+                return False
+        for path, rel, size, mtime in files:
+            info = os.lstat(path)
+            if info.st_size != size or info.st_mtime_ns != mtime:
+                return False
+            if mtime >= racy and content_hash(read_bytes(path)) != index.hashes.get(rel):
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _watched(index: LexicalIndex):
+    """Absolute paths of the folders and of the files whose changes matter (made once per snapshot)."""
+    key = ("watched", index.taken_ns, id(index.files))
+    if key not in index.memo:
+        root = str(index.root)
+        join = (lambda rel: os.path.join(root, *rel.split("/")) if rel else root)
+        index.memo[key] = ([(join(rel), mtime) for rel, mtime in index.folders],
+                           [(join(rel), rel, size, mtime) for rel, size, mtime in index.files
+                            if not rel.lower().endswith(SKIP_SUFFIXES)])  # never indexed, whatever they hold
+    return index.memo[key]
+
+
+def _unchanged(files, listing, hashes, racy: int) -> bool:
+    """Same files, same sizes; a file whose time changed (or is racy) is re-hashed: touched is not changed."""
+    if len(files) != len(listing):
+        return False
+    for (rel, size, mtime), (path, now_rel, now_size, now_mtime) in zip(files, listing):
+        if rel != now_rel or size != now_size:
+            return False
+        if (mtime != now_mtime or mtime >= racy) and content_hash(read_bytes(path)) != hashes.get(rel, content_hash(None)):
+            return False
+    return True
+
+
+def cache_folder(root: Path, cache_dir) -> Path | None:
+    """The cache folder (default: config.default_cache_dir()); None when it would sit inside the repository."""
     if cache_dir is None:
         from config import default_cache_dir
 
         cache_dir = default_cache_dir()
     folder = Path(cache_dir).expanduser().resolve()
     if folder == root or root in folder.parents:
-        return None  # an index inside the repo would be indexed itself on the next run
-    version = f"{STORAGE_VERSION}.{recipe.version}"
-    key = hashlib.blake2b(f"{version}:{root}".encode("utf-8", "surrogateescape"), digest_size=10).hexdigest()
-    return folder / f"index-{key}.npz"
+        return None  # a cache inside the repo would be indexed itself on the next run
+    return folder
+
+
+def repo_key(root: Path, salt: str = "") -> str:
+    """A short stable name for a repository (its resolved path) in the cache folder."""
+    return hashlib.blake2b(f"{salt}{root}".encode("utf-8", "surrogateescape"), digest_size=10).hexdigest()
+
+
+def _cache_file(root: Path, recipe: Recipe, cache_dir) -> Path | None:
+    """Where this repository's index lives; None when there is no cache."""
+    folder = cache_folder(root, cache_dir)
+    if folder is None:
+        return None
+    return folder / f"index-{repo_key(root, f'{STORAGE_VERSION}.{recipe.version}:')}.npz"
 
 
 ARRAYS = ("chunk_file", "chunk_start", "chunk_end", "chunk_length", "term_ptr", "term_words", "word_ptr", "postings", "tf")
+NOT_INDEXED = "-"  # in the stored hashes: a visible file the index did not read (too big, generated)
 
 
-def _read_cache(cache: Path, root: Path, recipe: Recipe, listing) -> LexicalIndex | None:
+def _blob(strings) -> np.ndarray:
+    """Strings as one NUL-separated byte array: much faster to load than JSON (no name holds a NUL)."""
+    return np.frombuffer("\0".join(strings).encode("utf-8", "surrogateescape"), dtype=np.uint8)
+
+
+def _strings(blob: np.ndarray) -> list[str]:
+    return blob.tobytes().decode("utf-8", "surrogateescape").split("\0") if len(blob) else []
+
+
+def _read_cache(cache: Path, root: Path, recipe: Recipe) -> LexicalIndex | None:
     try:
         with np.load(cache, allow_pickle=False) as data:
-            meta = json.loads(bytes(data["meta"]).decode("utf-8", "surrogateescape"))
+            meta = json.loads(data["meta"].tobytes().decode("utf-8"))
+            if meta.get("version") != f"{STORAGE_VERSION}.{recipe.version}" or meta.get("root") != str(root):
+                return None
             arrays = {name: data[name] for name in ARRAYS}
-    except (OSError, ValueError, KeyError):
+            rels, hashes = _strings(data["file_rels"]), _strings(data["file_hashes"])
+            files = list(zip(rels, data["file_size"].tolist(), data["file_mtime"].tolist()))
+            folders = list(zip(_strings(data["folder_rels"]), data["folder_mtime"].tolist()))
+            terms = _strings(data["terms"])
+    except (OSError, ValueError, KeyError, UnicodeDecodeError):
         return None  # no cache yet, or a damaged one: build again
-    files = [tuple(f) for f in meta["files"]]
-    if meta.get("version") != f"{STORAGE_VERSION}.{recipe.version}" or not _unchanged(files, listing, meta["hashes"]):
-        return None
-    terms = {term: i for i, term in enumerate(meta["terms"])}
+    hashes = {rel: digest for rel, digest in zip(rels, hashes) if digest != NOT_INDEXED}
     chunks = tuple(arrays[name] for name in ARRAYS[:4])
-    return LexicalIndex(root, files, meta["hashes"], chunks, terms, *(arrays[name] for name in ARRAYS[4:]))
-
-
-def _unchanged(files, listing, hashes) -> bool:
-    """Same files, same sizes; a file whose time changed is re-hashed (touched is not changed)."""
-    if len(files) != len(listing):
-        return False
-    for (rel, size, mtime), (path, now_rel, now_size, now_mtime) in zip(files, listing):
-        if rel != now_rel or size != now_size:
-            return False
-        if mtime != now_mtime and (rel not in hashes or content_hash(read_bytes(path)) != hashes[rel]):
-            return False
-    return True
+    index = LexicalIndex(root, files, hashes, chunks, dict(zip(terms, range(len(terms)))),
+                         *(arrays[name] for name in ARRAYS[4:]))
+    index.folders, index.taken_ns = folders, int(meta["taken_ns"])
+    return index
 
 
 def _write_cache(cache: Path, index: LexicalIndex, recipe: Recipe) -> None:
-    meta = {"version": f"{STORAGE_VERSION}.{recipe.version}", "root": str(index.root), "files": index.files,
-            "hashes": index.hashes, "terms": list(index.terms)}
+    meta = {"version": f"{STORAGE_VERSION}.{recipe.version}", "root": str(index.root), "taken_ns": index.taken_ns}
     arrays = dict(zip(ARRAYS, (index.chunk_file, index.chunk_start, index.chunk_end, index.chunk_length,
                                index.term_ptr, index.term_words, index.word_ptr, index.postings, index.tf)))
-    blob = np.frombuffer(json.dumps(meta).encode("utf-8", "surrogateescape"), dtype=np.uint8)
+    rels = [rel for rel, _, _ in index.files]
+    arrays.update(
+        meta=np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),
+        file_rels=_blob(rels), file_hashes=_blob(index.hashes.get(rel, NOT_INDEXED) for rel in rels),
+        file_size=np.array([size for _, size, _ in index.files], dtype=np.int64),
+        file_mtime=np.array([mtime for _, _, mtime in index.files], dtype=np.int64),
+        folder_rels=_blob(rel for rel, _ in index.folders),
+        folder_mtime=np.array([mtime for _, mtime in index.folders], dtype=np.int64),
+        terms=_blob(index.terms))
     try:
         cache.parent.mkdir(parents=True, exist_ok=True)
         partial = cache.with_name(f"{cache.stem}.{os.getpid()}.tmp.npz")
-        np.savez(partial, meta=blob, **arrays)
+        np.savez(partial, **arrays)
         os.replace(partial, cache)  # atomic: a reader never sees half a file
     except OSError as exc:  # a read-only home folder costs speed, never the answer
         print(f"context: could not cache the index in {cache.parent} ({exc.strerror})", file=sys.stderr)

@@ -36,15 +36,16 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
 from array import array
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
 import context_index
 from context_index import FileChunks, LexicalIndex, as_text, content_hash, file_lines, read_bytes
-from embeddings import LiteLLMEmbedder, dense_scores  # noqa: F401  (LiteLLMEmbedder: copilot.py builds one)
+from embeddings import EmbeddingFailed, LiteLLMEmbedder, dense_scores  # noqa: F401  (LiteLLMEmbedder: copilot.py builds one)
 from tools import printable
 
 DEFAULT_TOP_FILES = 3             # k: how many files the injected context comes from
@@ -115,9 +116,13 @@ def select_context(question, repo_root, k=DEFAULT_TOP_FILES, embed=None, cache_d
         return []
     terms, intent = question_terms(question), question_intent(question)
     scores = score_chunks(index, terms, intent)               # 3. score
-    if embed is not None:
-        dense = dense_scores(index, question, embed, cache_dir) * role_prior(index, intent)
-        scores = fuse_rankings(scores, dense).astype(np.float32)
+    if embed is not None:                                     #    + dense vectors, if configured
+        try:
+            dense = dense_scores(index, question, embed, cache_dir) * role_prior(index, intent)
+        except EmbeddingFailed as exc:  # the run goes on: lexical context is still good context
+            print(f"context: embeddings unavailable ({exc}); using lexical context only", file=sys.stderr)
+        else:
+            scores = fuse_rankings(scores, dense).astype(np.float32)
     return pick_snippets(index, scores, terms, k, budget)     # 4. pick (render_snippets: 5.)
 
 
@@ -163,15 +168,6 @@ def _fold_plural(word: str) -> str:
     if word.endswith(("sses", "xes", "shes", "ches")) and not word.endswith("aches"):  # not caches
         return word[:-2]
     return word[:-1]
-
-
-def count_terms(text: str) -> Counter:
-    """Term frequencies of a piece of code or prose, identifier-aware."""
-    counts: Counter = Counter()
-    for word, n in Counter(IDENTIFIER.findall(text)).items():
-        for term in identifier_terms(word):
-            counts[term] += n
-    return counts
 
 
 def question_terms(question: str) -> list[str]:
@@ -344,34 +340,33 @@ def fuse_rankings(*score_arrays) -> np.ndarray:
 # --------------------------------------------------------------------------- selecting snippets
 
 def pick_snippets(index: LexicalIndex, scores, terms, k: int, budget: int) -> list[Snippet]:
-    """Best chunk of each of the top-k files first, then their next-best chunks while budget lasts."""
-    ranked = [int(c) for c in np.argsort(-scores, kind="stable") if scores[c] > 0]
-    top_files: list[str] = []
-    per_file: dict[str, list[int]] = {}
-    for chunk in ranked:
-        rel = index.chunk_path(chunk)
-        if rel not in per_file:
-            if len(top_files) == k:
-                continue
-            top_files.append(rel)
-            per_file[rel] = []
-        if len(per_file[rel]) < MAX_SNIPPETS_PER_FILE:
-            per_file[rel].append(chunk)
-    firsts = [per_file[rel][0] for rel in top_files]
-    seconds = sorted((c for rel in top_files for c in per_file[rel][1:]), key=lambda c: -scores[c])
-    chosen, used = [], 0
-    for chunk in firsts + seconds:
-        snippet = _snippet(index, chunk, float(scores[chunk]), terms)
-        if used + len(snippet.text) > budget and chosen:
-            continue
-        chosen.append(snippet)
-        used += len(snippet.text)
+    """The best chunk of each of the top-k files first, then their next-best chunks while budget lasts.
+
+    Every one of the k files keeps its snippet: when their best chunks are more than ``budget``
+    together, the longest are cut down (to the lines around the question's words) to fair shares.
+    """
+    order = np.argsort(-scores, kind="stable")
+    order = order[scores[order] > 0]
+    files = index.chunk_file[order]
+    _, first_seen = np.unique(files, return_index=True)
+    top = files[np.sort(first_seen)[:k]]                      # the k best files, best first
+    per_file = [order[files == f][:MAX_SNIPPETS_PER_FILE] for f in top]
+    read: dict[str, list[str]] = {}
+    chosen = _fit([_snippet(index, int(c[0]), float(scores[c[0]]), terms, read) for c in per_file], budget, terms)
+    used = sum(len(s.text) for s in chosen)
+    for chunk in sorted((int(c) for chunks in per_file for c in chunks[1:]), key=lambda c: -scores[c]):
+        snippet = _snippet(index, chunk, float(scores[chunk]), terms, read)
+        if used + len(snippet.text) <= budget:
+            chosen.append(snippet)
+            used += len(snippet.text)
     return chosen
 
 
-def _snippet(index: LexicalIndex, chunk: int, score: float, terms) -> Snippet:
+def _snippet(index: LexicalIndex, chunk: int, score: float, terms, read: dict) -> Snippet:
     rel = index.chunk_path(chunk)
-    lines = file_lines(index, rel)
+    if rel not in read:
+        read[rel] = file_lines(index, rel)
+    lines = read[rel]
     start, end = int(index.chunk_start[chunk]), min(int(index.chunk_end[chunk]), len(lines))
     if end - start + 1 > SNIPPET_MAX_LINES:
         start = _best_window(lines, start, end, set(terms))
@@ -381,9 +376,46 @@ def _snippet(index: LexicalIndex, chunk: int, score: float, terms) -> Snippet:
 
 def _best_window(lines, start: int, end: int, terms: set) -> int:
     """First line of the SNIPPET_MAX_LINES-line window of start..end with the most question terms."""
-    hits = [len(terms.intersection(count_terms(line))) for line in lines[start - 1:end]]
+    hits = _line_hits(lines[start - 1:end], terms)
     sums = np.convolve(hits, np.ones(SNIPPET_MAX_LINES, dtype=int), mode="valid")
     return start + int(np.argmax(sums)) if len(sums) else start
+
+
+def _line_hits(lines, terms: set) -> list[int]:
+    """How many of the question's terms each line holds."""
+    return [len(terms.intersection([t for w in set(IDENTIFIER.findall(line)) for t in identifier_terms(w)]))
+            for line in lines]
+
+
+def _fit(snippets: list[Snippet], budget: int, terms) -> list[Snippet]:
+    """The snippets, the longest cut so that all of them fit in ``budget`` (shortest served first)."""
+    fitted, left = list(snippets), budget
+    for served, i in enumerate(sorted(range(len(snippets)), key=lambda i: len(snippets[i].text))):
+        share = left // (len(snippets) - served)
+        if len(fitted[i].text) > share:
+            fitted[i] = _cut(fitted[i], share, set(terms))
+        left -= len(fitted[i].text)
+    return fitted
+
+
+def _cut(snippet: Snippet, limit: int, terms: set) -> Snippet:
+    """At most ``limit`` characters of ``snippet``: its line richest in question terms, and the
+    lines around it while they fit; a single line longer than that is cut, marked with '…'."""
+    lines = snippet.text.split("\n")
+    hits = _line_hits(lines, terms)
+    first = last = hits.index(max(hits))
+    size = len(lines[first])
+    grown = True
+    while grown:
+        grown = False
+        if last + 1 < len(lines) and size + 1 + len(lines[last + 1]) <= limit:  # below first: code reads down
+            last, size, grown = last + 1, size + 1 + len(lines[last + 1]), True
+        if first > 0 and size + 1 + len(lines[first - 1]) <= limit:
+            first, size, grown = first - 1, size + 1 + len(lines[first - 1]), True
+    text = "\n".join(lines[first:last + 1])
+    if len(text) > limit:
+        text = text[:limit - 1] + "…" if limit > 0 else ""
+    return replace(snippet, start_line=snippet.start_line + first, end_line=snippet.start_line + last, text=text)
 
 
 def render_snippets(snippets) -> str:

@@ -40,10 +40,12 @@ MILESTONES: tuple[Milestone, ...] = (
             "Resolve the root and the joined path with Path.resolve(). Then ask whether the "
             "resolved target is the root or lies under it, by path components "
             "(Path.is_relative_to), not by string prefix: '/repo_evil' starts with '/repo'. "
-            "Reject non-strings and NUL bytes before touching the filesystem.",
-            "if path is not a str or contains NUL: raise ValueError\n"
+            "Reject non-strings, NUL bytes and paths over MAX_PATH_CHARS before touching the "
+            "filesystem, and turn resolve()'s RuntimeError/OSError (a symlink loop) into ValueError.",
+            "if path is not a str, contains NUL or is too long: raise ValueError\n"
             "root   = resolve(repo_root)\n"
             "target = resolve(root joined with path)      # may not exist yet: fine\n"
+            "         (a loop raises RuntimeError/OSError: re-raise as ValueError)\n"
             "if target is not inside root (component-wise): raise ValueError\n"
             "return target",
         ),
@@ -55,12 +57,13 @@ MILESTONES: tuple[Milestone, ...] = (
             "Print type(message.tool_calls[0].function.arguments). It looks like a dict. Is it?",
             "A message with no tool calls may have no attribute, None, or []: treat all three "
             "as 'no calls'. For each call, json.loads the arguments string. Bad JSON, or JSON "
-            "that is not an object, must not raise: return a ToolCall with arguments={} and "
+            "that is not an object, must not raise (json.loads raises RecursionError for very deep "
+            "nesting, which is not a ValueError): return a ToolCall with arguments={} and "
             "error set, so the loop can tell the model what went wrong.",
             "calls = []\n"
             "for each raw in (message.tool_calls or []):\n"
             "    try: args = json.loads(raw.function.arguments)\n"
-            "    except invalid JSON: append ToolCall(id, name, {}, error=...); continue\n"
+            "    except invalid JSON or too deep: append ToolCall(id, name, {}, error=...); continue\n"
             "    if args is not a dict: append ToolCall(id, name, {}, error=...); continue\n"
             "    append ToolCall(raw.id, raw.function.name, args)\n"
             "return calls",
@@ -72,7 +75,8 @@ MILESTONES: tuple[Milestone, ...] = (
         (
             "The model reads whatever dispatch_tool returns. An exception reaches nobody it "
             "can help; a clear 'Error: ...' string reaches the model, which can try again.",
-            "Look the name up in TOOL_FUNCTIONS. Check that args is a dict and that "
+            "Look the name up in TOOL_FUNCTIONS (only if it is a str: a list is unhashable). "
+            "Check that args is a dict and that "
             "check_arguments(name, args) finds no problem. Call fn(repo_root, **args): the "
             "root comes from your application, never from args. Catch ValueError and "
             "ToolError (expected) and any other Exception (a tool bug) and return them as "
@@ -186,14 +190,14 @@ STRETCH: tuple[Milestone, ...] = (
             "Check the shape first and collect problems instead of raising: a dict, a non-empty "
             "answer string, a non-empty citations list, each citation with a string path and "
             "whole-number lines (bool is not a number), 1 <= start_line <= end_line. Then ground "
-            "each well-formed one with copilot.lines_seen and copilot.check_span, and report its "
+            "each well-formed one with lines_seen and check_span (citations.py), and report its "
             "reason when it is not grounded.",
             "if arguments is not a dict: return [problem]\n"
             "problems = [];  check answer;  check citations is a non-empty list (else return)\n"
-            "seen = copilot.lines_seen(messages, snippets)\n"
+            "seen = lines_seen(messages, snippets)\n"
             "for i, cite in enumerate(citations):\n"
             "    if its shape is wrong: problems.append(f'citations[{i}] ...'); continue\n"
-            "    checked = copilot.check_span(path, start, end, repo_root, seen)\n"
+            "    checked = check_span(path, start, end, repo_root, seen)\n"
             "    if not checked.grounded: problems.append(f'citations[{i}] ...: ' + checked.reason)\n"
             "return problems",
         ),

@@ -48,14 +48,40 @@ def test_copilot_model_beats_the_table_and_the_command_line_beats_both(tmp_path)
     assert config.load_settings(model="groq/x", env=env).model == "groq/x"
 
 
-def test_real_environment_beats_code_env_beats_cwd_env(tmp_path):
-    strong, weak = tmp_path / "code.env", tmp_path / "cwd.env"
-    strong.write_text("GROQ_API_KEY=from-code-env\nCOPILOT_MODEL=groq/a\n")
-    weak.write_text("GROQ_API_KEY=from-cwd-env\nCOPILOT_MODEL=groq/b\nEMBEDDING_MODEL=e\n")
-    merged = config.read_environment([strong, weak], environ={"COPILOT_MODEL": "groq/real"})
+def test_real_environment_beats_code_env_and_the_cwd_env_is_never_read(tmp_path, monkeypatch):
+    code_env, cwd = tmp_path / "code.env", tmp_path / "cloned_repo"
+    code_env.write_text("GROQ_API_KEY=from-code-env\nCOPILOT_MODEL=groq/a\n")
+    cwd.mkdir()
+    (cwd / ".env").write_text("COPILOT_API_BASE=http://attacker.invalid/v1\nCOPILOT_MODEL=openai/evil\nEMBEDDING_MODEL=e\n")
+    monkeypatch.setattr(config, "ENV_FILE", code_env)
+    monkeypatch.chdir(cwd)  # run from inside a repository that ships its own .env
+    merged = config.read_environment(environ={"COPILOT_MODEL": "groq/real"})
     assert merged["GROQ_API_KEY"] == "from-code-env"
     assert merged["COPILOT_MODEL"] == "groq/real"
-    assert merged["EMBEDDING_MODEL"] == "e"
+    assert "COPILOT_API_BASE" not in merged and "EMBEDDING_MODEL" not in merged
+
+
+def test_an_explicit_env_file_replaces_code_env_and_nothing_is_exported(tmp_path, monkeypatch):
+    code_env, chosen = tmp_path / "code.env", tmp_path / "chosen.env"
+    code_env.write_text("GROQ_API_KEY=from-code-env\n")
+    chosen.write_text("OPENAI_API_KEY=from-chosen\nCOPILOT_MODEL=openai/gpt-4.1-mini\n")
+    monkeypatch.setattr(config, "ENV_FILE", code_env)
+    for name in ("GROQ_API_KEY", "OPENAI_API_KEY", "COPILOT_MODEL", "COPILOT_NO_DOTENV"):
+        monkeypatch.delenv(name, raising=False)
+    before = dict(os.environ)
+    settings = config.load_settings(env_file=chosen)
+    assert settings.model == "openai/gpt-4.1-mini" and settings.api_key == "from-chosen"
+    assert "GROQ_API_KEY" not in config.read_environment(env_file=chosen)
+    assert config.load_settings().api_key == "from-code-env"
+    assert dict(os.environ) == before, "load_settings exported .env values into os.environ"
+    with pytest.raises(config.ConfigError, match="does not exist"):
+        config.read_environment(env_file=tmp_path / "missing.env")
+
+
+def test_other_providers_get_their_conventional_key_passed_explicitly():
+    env = {"COPILOT_MODEL": "mistral/mistral-small", "MISTRAL_API_KEY": "m"}
+    assert config.load_settings(env=env).api_key == "m"
+    assert config.load_settings(env={"COPILOT_MODEL": "ollama_chat/llama3.1"}).api_key is None
 
 
 def test_no_provider_is_a_config_error_that_names_the_env_lines():
@@ -119,7 +145,8 @@ def test_context_only_json_never_imports_litellm(tmp_path):
 def test_lines_seen_and_format_trace_read_the_transcript():
     """The provided halves around S1: what the run showed (lines_seen) and how steps print (format_trace).
     stretch.trace_steps itself is the learner's (S1) and is tested in code/tests/test_s1_trace.py."""
-    copilot = importlib.import_module("copilot")
+    citations = importlib.import_module("citations")
+    report = importlib.import_module("report")
     stretch = importlib.import_module("stretch")
     messages = [
         {"role": "system", "content": "s"}, {"role": "user", "content": "q"},
@@ -128,12 +155,12 @@ def test_lines_seen_and_format_trace_read_the_transcript():
         {"role": "tool", "tool_call_id": "a", "content": "shop/service.py:12: def order_total("},
         {"role": "assistant", "content": "It is in shop/service.py:12."},
     ]
-    assert copilot.lines_seen(messages, []) == {"shop/service.py": [(12, 12)]}
+    assert citations.lines_seen(messages, []) == {"shop/service.py": [(12, 12)]}
     steps = [stretch.Step(1, "Looking for totals.", [
                  stretch.Action("search_code", '{"query": "total"}', "shop/service.py:12: def order_total("),
                  stretch.Action("read_file", '{"path": "x.py"}', None)]),
              stretch.Step(2, "", [], answer="It is in shop/service.py:12.")]
-    assert copilot.format_trace(steps).splitlines() == [
+    assert report.format_trace(steps).splitlines() == [
         "Step 1", "  Thought: Looking for totals.",
         '  Action: search_code({"query": "total"})', "  Observation: shop/service.py:12: def order_total(",
         '  Action: read_file({"path": "x.py"})', "  Observation: (none: no tool message answered this call)",
