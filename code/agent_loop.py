@@ -104,8 +104,8 @@ def run_agent(messages, repo_root, complete, max_steps=DEFAULT_MAX_STEPS) -> str
 
     Each step: call ``complete(messages, TOOL_SCHEMAS)``; if it requested tools, append
     ``assistant_turn(message)``, then exactly one ``tool_result(call.id, ...)`` per call, in the
-    order requested. A call with ``error`` set gets "Error: ..." as its result; every other call
-    gets ``dispatch_tool(call.name, call.arguments, repo_root)``.
+    order requested. A call with ``error`` set is not run: its result is "Error: " plus that
+    error; every other call gets ``dispatch_tool(call.name, call.arguments, repo_root)``.
 
     Hint: a ``for step in range(max_steps)`` loop cannot run away; ``while True`` can.
     See lesson/lesson.agent.md, "Section 3: Technical Explanation" and Example 3.

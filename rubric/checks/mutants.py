@@ -148,6 +148,19 @@ for _ in range(max_steps):
         messages.append(tool_result(call.id, dispatch_tool(call.name, call.arguments, repo_root)))
 return MAX_STEPS_REACHED
 """, ("test_bad_json_reaches_the_model_as_an_observation",)),
+    Mutant("dispatches unparsable calls", "agent_loop.py", "run_agent", """
+for _ in range(max_steps):
+    message = complete(messages, TOOL_SCHEMAS)
+    calls = parse_tool_calls(message)
+    if not calls:
+        messages.append({"role": "assistant", "content": message.content or ""})
+        return message.content or ""
+    messages.append(assistant_turn(message))
+    for call in calls:
+        messages.append(tool_result(call.id, dispatch_tool(call.name, call.arguments, repo_root)))
+return MAX_STEPS_REACHED
+""", ("test_bad_json_reaches_the_model_as_an_observation[read_file]",
+      "test_bad_json_reaches_the_model_as_an_observation[list_directory]")),
 )
 
 
