@@ -70,6 +70,20 @@ if not raws:
 raw = raws[0]
 return [ToolCall(raw.id, raw.function.name, json.loads(raw.function.arguments))]
 """, ("test_parallel_calls_keep_their_order",)),
+    Mutant("empty arguments treated as broken JSON", "agent_loop.py", "parse_tool_calls", """
+calls = []
+for raw in getattr(message, "tool_calls", None) or []:
+    try:
+        arguments = json.loads(raw.function.arguments)
+    except (TypeError, ValueError) as exc:
+        calls.append(ToolCall(raw.id, raw.function.name, {}, f"arguments are not valid JSON ({exc})"))
+        continue
+    if not isinstance(arguments, dict):
+        calls.append(ToolCall(raw.id, raw.function.name, {}, "arguments must be a JSON object"))
+        continue
+    calls.append(ToolCall(raw.id, raw.function.name, arguments))
+return calls
+""", ("test_empty_arguments_string_means_no_arguments",)),
     Mutant("tool errors propagate", "tools.py", "dispatch_tool", """
 fn = TOOL_FUNCTIONS.get(name)
 if fn is None:

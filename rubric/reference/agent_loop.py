@@ -79,6 +79,8 @@ def parse_tool_calls(message) -> list[ToolCall]:
                   ``.function.name`` and ``.function.arguments``, which is a JSON *string*.
         returns   one ToolCall per requested call, in order, with ``arguments`` as a dict;
                   [] when there are no tool calls (attribute missing, None, or []).
+                  An empty string ``""`` (some providers send it for a call without
+                  arguments) means ``{}``, with no error.
         never     raises for bad arguments: malformed JSON, or JSON that is not an object,
                   gives a ToolCall with ``arguments={}`` and ``error`` saying what was wrong.
 
