@@ -148,13 +148,14 @@ def _copy_reference(tmp_path: Path) -> Path:
     return impl
 
 
-def test_a_renamed_function_gets_a_friendly_message(tmp_path):
+def test_a_renamed_function_gets_a_friendly_message_once(tmp_path):
     impl = _copy_reference(tmp_path)
     path = impl / "tools.py"
     path.write_text(path.read_text().replace("def safe_resolve(", "def safe_resolve_path("))
-    _, record = run_pytest(["--impl-dir", str(impl), "code/tests/test_m1_sandbox.py"], tmp_path)
-    first = next(t for t in record["tests"] if t["outcome"] == "failed")
-    assert "code/tools.py has no function safe_resolve" in first["message"], first["message"]
+    proc, record = run_pytest(["--impl-dir", str(impl), "code/tests/test_m1_sandbox.py"], tmp_path)
+    failed = [t for t in record["tests"] if t["outcome"] == "failed"]
+    assert len(failed) == 1 and "code/tools.py has no function safe_resolve" in failed[0]["message"], failed
+    assert proc.stdout.count("has no function safe_resolve") == 1, proc.stdout[-3000:]
 
 
 def test_a_syntax_error_gets_a_friendly_message(tmp_path):
@@ -164,6 +165,39 @@ def test_a_syntax_error_gets_a_friendly_message(tmp_path):
     _, record = run_pytest(["--impl-dir", str(impl), "code/tests/test_m2_parse.py"], tmp_path)
     first = next(t for t in record["tests"] if t["outcome"] == "failed")
     assert "code/agent_loop.py does not import: SyntaxError on line" in first["message"], first["message"]
+
+
+def _break_syntax_inside(path: Path, function: str) -> None:
+    """Make the first statement of ``function`` an unclosed parenthesis."""
+    source = path.read_text(encoding="utf-8")
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == function)
+    lines = source.splitlines(keepends=True)
+    lines.insert(node.body[0].end_lineno, "    broken = (\n")
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def test_a_syntax_error_is_shown_once_and_the_board_stays_on_its_milestone(tmp_path):
+    """A learner on M3 breaks dispatch_tool: one message (not one per test), and the board says M3."""
+    impl = _copy_reference(tmp_path)
+    _break_syntax_inside(impl / "tools.py", "dispatch_tool")
+    proc, record = run_pytest(["--impl-dir", str(impl), "code/tests"], tmp_path)
+    failed = [t for t in record["tests"] if t["outcome"] == "failed"]
+    assert len(failed) == 1 and "code/tools.py does not import: SyntaxError" in failed[0]["message"], failed
+    assert proc.stdout.count("SyntaxError") == 1, proc.stdout[-3000:]
+    here = [line for line in proc.stdout.splitlines() if "you are here" in line]
+    assert len(here) == 1 and here[0].startswith("M3 ") and "tools.dispatch_tool" in here[0], proc.stdout[-2000:]
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout
+
+
+def test_the_teaching_block_comes_first_and_alone(tmp_path):
+    """A failure reported from inside an except block shows no chained exception before the lesson."""
+    impl = tmp_path / "impl"
+    impl.mkdir()
+    _plant(next(m for m in MUTANTS if m.name == "crashes on unparsed arguments"), impl)
+    proc, _ = run_pytest(["--impl-dir", str(impl), "code/tests/test_m4_loop.py"], tmp_path)
+    assert "During handling of the above exception" not in proc.stdout, proc.stdout[-3000:]
+    after = proc.stdout.split("test_bad_json_reaches_the_model_as_an_observation[read_file] ", 1)[1]
+    assert after.lstrip("_ \n").startswith("M4 (The loop) - agent_loop.run_agent"), after[:600]
 
 
 @pytest.mark.parametrize("cwd", [".", "code"])
