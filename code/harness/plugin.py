@@ -82,6 +82,7 @@ class Board:
         self.failed = {m.id: 0 for m in self.order}
         self.locked = {m.id: 0 for m in self.order}
         self.waiting = {m.id: 0 for m in self.order}
+        self.skipped: dict[str, str] = {}   # milestone -> the first skip reason
         self.not_done: set[str] = set()  # milestones whose function still raises NotImplementedError
         self.halted: set[str] = set()    # milestones whose function cannot be reached (renamed, ...)
         self.shown: dict[str, str] = {}  # failure text -> the test that showed it in full
@@ -299,6 +300,9 @@ def pytest_runtest_makereport(item, call):
             board.failed[milestone.id] += 1
     elif report.when == "call" and report.passed:
         board.passed[milestone.id] += 1
+    elif report.skipped and milestone.id not in board.skipped:
+        reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
+        board.skipped[milestone.id] = reason.removeprefix("Skipped: ")
     if report.when == "call" or report.outcome != "passed":
         board.outcomes.append({
             "nodeid": item.nodeid, "milestone": milestone.id, "when": report.when,
@@ -375,14 +379,17 @@ def board_lines(board: Board, config, marks) -> tuple[list[str], Milestone | Non
         elif p:
             lines.append(f"{label}{ok} {p} passing")
         else:
-            lines.append(f"{label}skipped")
+            reason = board.skipped.get(m.id, "no test ran")
+            lines.append(f"{label}{reason if 'skipped' in reason else 'skipped: ' + reason}")
     hidden = config.stash.get(STRETCH_HIDDEN_KEY, 0)
-    if hidden:
+    if hidden and not config.getoption("markexpr") and not config.getoption("keyword"):
         lines.append(f"S1-S3  stretch milestones: {hidden} tests, opt in with `python -m pytest --stretch` once M5 passes")
     if broken is not None:
         lines.append(f"next: fix that first (the message above says where)   [testing {where}]")
     elif current is not None:
         lines.append(f"next: fix the first failure above; stuck? python -m pytest --hint   [testing {where}]")
+    elif not any(board.passed.values()):
+        lines.append(f"nothing was checked: every selected test was skipped (reasons above)   [testing {where}]")
     else:
         lines.append(f"all selected milestones pass   [testing {where}]")
     return lines, current

@@ -208,3 +208,14 @@ def test_learner_command_works_from_the_root_and_from_code(cwd):
     assert proc.returncode == 1, proc.stdout[-2000:]
     assert "Lesson 06 milestones" in proc.stdout and "you are here: edit tools.safe_resolve" in proc.stdout, proc.stdout[-2000:]
     assert "NOT DONE YET: M1" in proc.stdout and "Traceback" not in proc.stdout
+
+
+def test_live_without_a_provider_says_so_and_claims_nothing(tmp_path):
+    """`python -m pytest -m live` with no key: the board says why nothing ran, never "all pass"."""
+    from harness.offline import offline_env
+
+    env = {k: v for k, v in offline_env(tmp_path / "cache").items() if k != "LESSON06_IMPL"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "live"], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert "live test skipped: no provider configured (see code/.env.example)" in proc.stdout, proc.stdout[-2000:]
+    assert "all selected milestones pass" not in proc.stdout and "locked" not in proc.stdout, proc.stdout[-2000:]
