@@ -24,11 +24,12 @@ import pytest
 
 from harness.milestones import ALL, BY_ID, LEARNER_FUNCTIONS, MILESTONES, Milestone, milestone_of_test_file
 from harness.teach import CannotRun
-from harness.paths import CODE_DIR, REFERENCE_DIR
+from harness.paths import CODE_DIR, REFERENCE_DIR, REPO_ROOT
 
 MILESTONE_KEY = pytest.StashKey[Milestone]()
 NOT_DONE_PREFIX = "NOT DONE YET"
 CACHE_KEY = "lesson06/current"
+CHECKS_DIR = REPO_ROOT / "rubric" / "checks"
 # The learner's modules, in import order; stretch.py is only needed by S1-S3.
 CORE_MODULES = ("tools", "agent_loop")
 
@@ -120,6 +121,7 @@ def pytest_configure(config):
 BOARD_KEY = pytest.StashKey["Board | None"]()
 IMPL_KEY = pytest.StashKey[Path]()
 STRETCH_HIDDEN_KEY = pytest.StashKey[int]()
+CHECKS_SKIPPED_KEY = pytest.StashKey[bool]()
 
 
 def pytest_cmdline_main(config):
@@ -162,6 +164,27 @@ def read_current_milestone(config) -> str | None:
 
 
 # --------------------------------------------------------------------------- collection
+
+def pytest_ignore_collect(collection_path, config):
+    """The course checks (rubric/checks) run only when named: `python -m pytest .` or an IDE that
+    collects the whole tree must not run the maintainers' checks on a learner's work in progress."""
+    path = Path(collection_path).resolve()
+    if path != CHECKS_DIR and CHECKS_DIR not in path.parents:
+        return None
+    if checks_requested(config):
+        return None
+    config.stash[CHECKS_SKIPPED_KEY] = True
+    return True
+
+
+def checks_requested(config) -> bool:
+    start = Path(config.invocation_params.dir)
+    for arg in config.args:
+        path = (start / arg.split("::", 1)[0]).resolve()
+        if path == CHECKS_DIR or CHECKS_DIR in path.parents or path == CHECKS_DIR.parent:
+            return True
+    return False
+
 
 @pytest.hookimpl(tryfirst=True)
 def pytest_collection_modifyitems(config, items):
@@ -341,6 +364,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
             tr.write_line(line)
         if getattr(config, "cache", None) is not None:  # absent with -p no:cacheprovider
             config.cache.set(CACHE_KEY, current.id if current else None)
+    if config.stash.get(CHECKS_SKIPPED_KEY, False):
+        tr.write_line("rubric/checks not collected: those are the maintainers' course checks "
+                      "(name the folder to run them; README.md, For maintainers)")
 
 
 def board_lines(board: Board, config, marks) -> tuple[list[str], Milestone | None]:

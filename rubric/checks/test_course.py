@@ -8,8 +8,8 @@
   is caught by the test whose name describes it (so no guiding test is one that cannot fail);
 - the M1-M4 tests never import litellm.
 
-Run with the maintainer command in README.md (these files are not collected by a learner's
-plain `python -m pytest`).
+Run with the maintainer command in README.md. These files are collected only when their folder
+is named on the command line: a learner's `python -m pytest` or `python -m pytest .` leaves them out.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -219,3 +220,20 @@ def test_live_without_a_provider_says_so_and_claims_nothing(tmp_path):
                           env=env, capture_output=True, text=True, timeout=120)
     assert "live test skipped: no provider configured (see code/.env.example)" in proc.stdout, proc.stdout[-2000:]
     assert "all selected milestones pass" not in proc.stdout and "locked" not in proc.stdout, proc.stdout[-2000:]
+
+
+def test_a_whole_tree_collection_leaves_the_course_checks_out():
+    """`python -m pytest .` (or an IDE collecting everything) never runs rubric/checks on a learner's
+    work in progress; naming the folder, as the maintainer command does, still does."""
+    env = {k: v for k, v in os.environ.items() if k != "LESSON06_IMPL"}
+
+    def collected(*args):
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q", *args],
+                              cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+        return proc.stdout, [line for line in proc.stdout.splitlines() if re.match(r"\S+\.py(::\S+|: \d+)$", line)]
+
+    out, whole = collected(".")
+    assert whole and not [n for n in whole if n.startswith("rubric/")], out[-2000:]
+    assert "rubric/checks not collected" in out, out[-2000:]
+    _, named = collected("code/tests", "rubric/checks")
+    assert any(n.startswith("rubric/checks/test_course.py") for n in named), named
