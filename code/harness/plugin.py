@@ -128,17 +128,18 @@ def pytest_cmdline_main(config):
     value = config.getoption("hint")
     if value is None:
         return None
-    print(render_hints(config, value))
-    return 0
+    text, ok = render_hints(config, value)
+    print(text, file=sys.stdout if ok else sys.stderr)
+    return 0 if ok else pytest.ExitCode.USAGE_ERROR
 
 
-def render_hints(config, value: str) -> str:
+def render_hints(config, value: str) -> tuple[str, bool]:
     wanted, _, tier_text = value.partition(":")
     if wanted.isdigit():  # "--hint 2": tier 2 of the current milestone
         wanted, tier_text = "", wanted
     milestone = BY_ID.get(wanted.upper()) if wanted else None
     if wanted and milestone is None:
-        return f"No milestone {wanted!r}. Choose one of {', '.join(BY_ID)}, e.g. python -m pytest --hint M2:2"
+        return f"No milestone {wanted!r}. Choose one of {', '.join(BY_ID)}, e.g. python -m pytest --hint M2:2", False
     if milestone is None:
         current = read_current_milestone(config)
         milestone = BY_ID.get(current or "M1", MILESTONES[0])
@@ -152,7 +153,7 @@ def render_hints(config, value: str) -> str:
         out.append("")
     if tier < 3:
         out.append(f"Still stuck? python -m pytest --hint {milestone.id}:{tier + 1}")
-    return "\n".join(out)
+    return "\n".join(out), True
 
 
 def read_current_milestone(config) -> str | None:

@@ -237,3 +237,12 @@ def test_a_whole_tree_collection_leaves_the_course_checks_out():
     assert "rubric/checks not collected" in out, out[-2000:]
     _, named = collected("code/tests", "rubric/checks")
     assert any(n.startswith("rubric/checks/test_course.py") for n in named), named
+
+
+@pytest.mark.parametrize("value,code", [("M9", 4), ("M2:2", 0)])
+def test_an_unknown_hint_milestone_is_an_error(value, code):
+    env = {k: v for k, v in os.environ.items() if k != "LESSON06_IMPL"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--hint", value], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert ("No milestone 'M9'" in proc.stderr) if code else ("Hint 2 of 3" in proc.stdout)
