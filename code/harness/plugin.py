@@ -25,6 +25,7 @@ import pytest
 from harness.milestones import ALL, BY_ID, LEARNER_FUNCTIONS, MILESTONES, Milestone, milestone_of_test_file
 from harness.teach import CannotRun
 from harness.paths import CODE_DIR, REFERENCE_DIR, REPO_ROOT
+from harness import progress
 
 MILESTONE_KEY = pytest.StashKey[Milestone]()
 NOT_DONE_PREFIX = "NOT DONE YET"
@@ -372,8 +373,9 @@ def pytest_terminal_summary(terminalreporter, exitstatus, config):
 
 def board_lines(board: Board, config, marks) -> tuple[list[str], Milestone | None]:
     """The board's lines, and the milestone the learner is on (remembered for --hint)."""
-    ok, bad, arrow = marks
+    ok, bad, arrow, half = marks
     width = max(len(m.title) for m in board.order) + 2
+    testing_code = config.stash[IMPL_KEY] == CODE_DIR
     where = "rubric/reference/ (--reference)" if config.getoption("reference") else "code/"
     broken = board.broken
     current = board.current()
@@ -381,7 +383,8 @@ def board_lines(board: Board, config, marks) -> tuple[list[str], Milestone | Non
         blocked = [m for m in board.order if board.blocked_by_broken(m)]
         remembered = BY_ID.get(read_current_milestone(config) or "")
         current = next((m for m in (broken.milestone, remembered) if m in blocked), blocked[0])
-    lines = []
+    pending = progress.pending(board.passed, board.failed) if testing_code and broken is None else {}
+    lines, first_pending = [], None
     for m in board.order:
         p, f, locked = board.passed[m.id], board.failed[m.id], board.locked[m.id]
         label = f"{m.id}  {m.title:<{width}}"
@@ -403,6 +406,12 @@ def board_lines(board: Board, config, marks) -> tuple[list[str], Milestone | Non
         elif locked:
             blocker = board.blocker(m)
             lines.append(f"{label}locked (finish {blocker.id if blocker else 'earlier milestones'} first)")
+        elif m.id in pending:
+            extra = ""
+            if first_pending is None and current is None:
+                first_pending = m
+                extra = f"  {arrow} you are here"
+            lines.append(f"{label}{half} {p} passing; still to do: {pending[m.id][1]}{extra}")
         elif p:
             lines.append(f"{label}{ok} {p} passing")
         else:
@@ -415,6 +424,10 @@ def board_lines(board: Board, config, marks) -> tuple[list[str], Milestone | Non
         lines.append(f"next: fix that first (the message above says where)   [testing {where}]")
     elif current is not None:
         lines.append(f"next: fix the first failure above; stuck? python -m pytest --hint   [testing {where}]")
+    elif pending:
+        todo = ", ".join(f"{short} ({mid})" for mid, (short, _) in pending.items())
+        lines.append(f"next: the tests pass; still to do: {todo}   [testing {where}]")
+        current = first_pending
     elif not any(board.passed.values()):
         lines.append(f"nothing was checked: every selected test was skipped (reasons above)   [testing {where}]")
     else:
@@ -425,10 +438,10 @@ def board_lines(board: Board, config, marks) -> tuple[list[str], Milestone | Non
 def symbols(terminalreporter):
     encoding = getattr(terminalreporter._tw, "_file", sys.stdout).encoding or "ascii"
     try:
-        "\u2713\u2717\u2190".encode(encoding)
-        return "\u2713", "\u2717", "\u2190"
+        "\u2713\u2717\u2190\u25d0".encode(encoding)
+        return "\u2713", "\u2717", "\u2190", "\u25d0"
     except (UnicodeEncodeError, LookupError):
-        return "ok", "FAIL", "<-"
+        return "ok", "FAIL", "<-", "..."
 
 
 def pytest_sessionfinish(session):

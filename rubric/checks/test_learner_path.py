@@ -1,0 +1,116 @@
+"""Course checks (maintainers): the learner's path, walked in a temporary copy of the lab.
+
+Start from the shipped stubs, copy in the reference body of one learner function at a time
+(M1 safe_resolve, M2 parse_tool_calls, M3 dispatch_tool, M4 run_agent) and run the learner's
+command after each step: the board must advance exactly one milestone per step, and once M1-M4
+pass it must show M5 and M6 as pending (tests pass, untestable part not done) rather than done.
+Then record a copilot run and fill in FAILURE_ANALYSIS.md: only now may it say everything passes.
+
+Each step is one `python -m pytest` in a fresh interpreter. The last steps leave out the two M5
+tests that go through real LiteLLM (~6 s of import each; test_course runs them on the reference).
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import os
+import re
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from harness import progress
+from harness.milestones import MILESTONES
+from harness.offline import offline_env
+from harness.paths import REFERENCE_DIR, REPO_ROOT
+
+IGNORED = shutil.ignore_patterns(".git", ".venv", "venv", "__pycache__", ".pytest_cache", "*.pyc")
+WITHOUT_LITELLM = "not litellm_sends and not json_from_the_command_line"
+
+
+def copy_in_reference_body(lab: Path, qualified: str) -> None:
+    """Replace the stub of ``module.function`` in lab/code with the reference function."""
+    module, name = qualified.split(".")
+    stub_path = lab / "code" / f"{module}.py"
+    stub, reference = stub_path.read_text(encoding="utf-8"), (REFERENCE_DIR / f"{module}.py").read_text(encoding="utf-8")
+
+    def span(source):
+        node = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == name)
+        return node.lineno - 1, node.end_lineno
+
+    lines, (start, end) = stub.splitlines(keepends=True), span(stub)
+    ref_start, ref_end = span(reference)
+    lines[start:end] = reference.splitlines(keepends=True)[ref_start:ref_end]
+    stub_path.write_text("".join(lines), encoding="utf-8")
+
+
+def board_of(lab: Path, cache: Path, *args: str):
+    env = {k: v for k, v in offline_env(cache).items() if k != "LESSON06_IMPL"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=lab, env=env,
+                          capture_output=True, text=True, timeout=300)
+    board = proc.stdout.split("Lesson 06 milestones", 1)[-1]
+    rows = {m[1]: m[2] for m in re.finditer(r"^(M\d)  .+?\s{2,}(\S.*)$", board, re.M)}
+    return proc, rows, board
+
+
+@pytest.fixture(scope="module")
+def lab(tmp_path_factory):
+    root = tmp_path_factory.mktemp("learner") / "lab"
+    shutil.copytree(REPO_ROOT, root, ignore=IGNORED)
+    return root
+
+
+def test_the_board_advances_one_milestone_per_step_and_shows_what_is_pending(lab, tmp_path):
+    cache = tmp_path / "cache"
+    done_marks = ("\u2713", "ok ")
+    for step, milestone in enumerate(MILESTONES[:4]):
+        proc, rows, board = board_of(lab, cache)
+        assert proc.returncode == 1, f"step {step}: exit {proc.returncode}\n{board}"
+        here = [mid for mid, text in rows.items() if "you are here" in text]
+        assert here == [milestone.id], f"step {step} (M1-M{step} done): board should point at {milestone.id}\n{board}"
+        assert all(rows[m.id].startswith(done_marks) for m in MILESTONES[:step]), board
+        assert "all selected milestones pass" not in board
+        copy_in_reference_body(lab, milestone.functions[0])
+
+    core = [f"code/tests/{p.name}" for p in sorted((lab / "code" / "tests").glob("test_m[1-6]_*.py"))]
+    proc, rows, board = board_of(lab, cache, "-k", WITHOUT_LITELLM, *core)
+    assert proc.returncode == 0, board
+    assert "\u25d0" in rows["M5"] and "run the copilot once" in rows["M5"] and "you are here" in rows["M5"], board
+    assert "\u25d0" in rows["M6"] and "FAILURE_ANALYSIS.md" in rows["M6"], board
+    assert "all selected milestones pass" not in board and "still to do" in board, board
+
+    # The untestable parts done: a recorded copilot run of this checkout, and a filled-in analysis.
+    record = progress.last_run_path({"COPILOT_CACHE_DIR": str(cache)})
+    record.parent.mkdir(parents=True, exist_ok=True)
+    record.write_text(json.dumps({"implementation": "code", "code_dir": str(lab / "code"), "termination": "answered"}))
+    analysis = lab / "FAILURE_ANALYSIS.md"
+    analysis.write_text(re.sub(r"(?m)^(\s*(?:- )?)_(?=\S)", r"\1My note: ", analysis.read_text(encoding="utf-8")),
+                        encoding="utf-8")
+    assert progress.placeholders(analysis) == 0
+    proc, rows, board = board_of(lab, cache, "-k", WITHOUT_LITELLM, *core)
+    assert proc.returncode == 0 and "\u25d0" not in board and "all selected milestones pass" in board, board
+
+
+def test_the_shipped_analysis_marks_its_placeholders():
+    """M6's pending state relies on the template's convention: a placeholder is wholly in _italics_."""
+    text = progress.ANALYSIS.read_text(encoding="utf-8")
+    assert "_italics_" in text, "FAILURE_ANALYSIS.md should tell the learner to replace every line in _italics_"
+    sections = [s for s in re.split(r"(?m)^## ", text)[1:]]
+    empty = [s.splitlines()[0] for s in sections if progress.placeholders_in(s) == 0]
+    assert not empty, f"FAILURE_ANALYSIS.md sections without an _italic_ placeholder: {empty}"
+
+
+def test_a_record_of_another_checkout_or_of_the_reference_does_not_count(tmp_path):
+    env = {"COPILOT_CACHE_DIR": str(tmp_path)}
+    path = progress.last_run_path(env)
+    path.write_text(json.dumps({"implementation": "reference", "code_dir": str(progress.CODE_DIR)}))
+    assert progress.last_run(env=env) is None
+    path.write_text(json.dumps({"implementation": "code", "code_dir": str(tmp_path / "elsewhere" / "code")}))
+    assert progress.last_run(env=env) is None
+    path.write_text(json.dumps({"implementation": "code", "code_dir": str(progress.CODE_DIR)}))
+    assert progress.last_run(env=env) is not None
+    os.remove(path)
