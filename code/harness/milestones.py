@@ -1,8 +1,8 @@
 """The course as data: milestones in order, what each asks the learner to edit, and its hints.
 
-One table serves the pytest board, `python hints.py`, and the course checks, so the milestone
+One table serves the pytest board, `python -m pytest --hint`, and the course checks, so the milestone
 list cannot drift between them. Hints come in three tiers (a nudge, the approach, pseudo-code)
-and never contain the solution itself.
+and stop short of the solution (tier 3 comes close to it).
 """
 
 from __future__ import annotations
