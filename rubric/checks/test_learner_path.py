@@ -114,3 +114,50 @@ def test_a_record_of_another_checkout_or_of_the_reference_does_not_count(tmp_pat
     path.write_text(json.dumps({"implementation": "code", "code_dir": str(progress.CODE_DIR)}))
     assert progress.last_run(env=env) is not None
     os.remove(path)
+
+
+# --------------------------------------------------------------------------- the lesson's sample outputs
+
+LESSON = REPO_ROOT / "lesson" / "lesson.agent.md"
+
+
+def lesson_block_after(marker: str) -> list[str]:
+    """The lines of the first ```text block after ``marker`` in the lesson."""
+    text = LESSON.read_text(encoding="utf-8")
+    assert marker in text, f"lesson/lesson.agent.md no longer says {marker!r}: update this check with it"
+    found = re.search(r"```text\n(.*?)\n```", text.split(marker, 1)[1], re.S)
+    return found[1].splitlines()
+
+
+def learner_run(*args: str, cwd: Path = REPO_ROOT, tmp: Path) -> list[str]:
+    env = {k: v for k, v in offline_env(tmp / "cache").items() if k != "LESSON06_IMPL"}
+    env["COLUMNS"] = "80"  # pytest's section rule is as wide as the terminal
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", *args], cwd=cwd, env=env,
+                          capture_output=True, text=True, timeout=120)
+    return proc.stdout.splitlines()
+
+
+def test_the_lessons_fresh_checkout_board_is_what_the_stubs_print(tmp_path):
+    shown = lesson_block_after("A fresh checkout, before you have written anything:")
+    out = learner_run(tmp=tmp_path)
+    start = next(i for i, line in enumerate(out) if line.startswith("NOT DONE YET"))
+    end = next(i for i, line in enumerate(out) if line.startswith("next:"))
+    assert out[start:end + 1] == shown, (
+        "lesson/lesson.agent.md, Section 7 ('What the test run shows you'): the sample board differs from a real "
+        "run on the stubs. Paste this:\n" + "\n".join(out[start:end + 1]))
+
+
+def test_the_lessons_failure_example_is_what_the_classic_bug_prints(tmp_path):
+    from mutants import MUTANTS
+    from test_course import _plant
+
+    shown = lesson_block_after("the classic string-prefix containment bug gives:")
+    impl = tmp_path / "impl"
+    impl.mkdir()
+    _plant(next(m for m in MUTANTS if m.name == "string-prefix containment"), impl)
+    out = learner_run("--impl-dir", str(impl), "code/tests/test_m1_sandbox.py", "-k",
+                      "test_sibling_with_shared_prefix_raises", tmp=tmp_path)
+    start = out.index(shown[0]) if shown[0] in out else 0
+    assert out[start:start + len(shown)] == shown, (
+        "lesson/lesson.agent.md, Section 7: the string-prefix example differs from what the test prints. Paste this:\n"
+        + "\n".join(out[start:start + len(shown)]))
