@@ -26,8 +26,8 @@ from pathlib import Path
 from typing import Callable
 
 import agent_loop
-import copilot  # S3 reuses copilot's citation check. copilot imports this module too; each uses
-import tools    # the other's names only inside functions, so the circular import is harmless.
+import tools
+from citations import CITATION, check_span, lines_seen  # the citation check S3 reuses (citations.py)
 
 
 # =========================================================================== S1: reasoning trace
@@ -271,6 +271,35 @@ def ask_on_terminal(edit: Edit) -> bool:
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 
 
+def edit_policy(allow_edits: bool, apply: bool, yes: bool, json_output: bool) -> EditPolicy | None:
+    """copilot.py's --allow-edits / --apply / --yes as an EditPolicy, or None: edit_file is not
+    offered. Raises ValueError (one line for the user) for a flag without its prerequisite."""
+    if not allow_edits:
+        if apply or yes:
+            raise ValueError("--apply and --yes need --allow-edits")
+        return None
+    if yes and not apply:
+        raise ValueError("--yes confirms the edits that --apply writes: use --allow-edits --apply --yes")
+    if yes:
+        confirm = _always_yes
+    elif json_output or not _stdin_is_terminal():
+        confirm = None  # a prompt into a pipe would hang, or read the next line of data as consent
+    else:
+        confirm = ask_on_terminal
+    return EditPolicy(apply=apply, confirm=confirm)
+
+
+def _always_yes(edit: Edit) -> bool:
+    return True
+
+
+def _stdin_is_terminal() -> bool:
+    try:
+        return sys.stdin is not None and sys.stdin.isatty()
+    except (AttributeError, ValueError):  # replaced or closed stdin
+        return False
+
+
 # =========================================================================== S3: emit_answer
 
 EMIT_ANSWER_SCHEMA = {
@@ -312,8 +341,8 @@ EMIT_ANSWER_SCHEMA = {
 # openai/, groq/ and hosted_vllm/, turns it into {"type": "tool", "name": ...} for anthropic/ and
 # into functionCallingConfig mode ANY (allowed_function_names) for gemini/. It cannot be forced
 # everywhere: for ollama_chat/ LiteLLM drops tool_choice altogether, and for Anthropic models that
-# reject forced tools it downgrades to "auto" (copilot sends drop_params=True on this call). The
-# model may then reply in plain text, and finish_with_emit_answer validates that text instead.
+# reject forced tools it downgrades to "auto" (llm.make_complete sends drop_params=True on this
+# call). The model may then reply in plain text, and finish_with_emit_answer validates that text.
 FORCE_EMIT_ANSWER = {"type": "function", "function": {"name": "emit_answer"}}
 EMIT_RETRIES = 1        # an invalid answer goes back to the model once, then the run ends
 FINAL_TURN_PROMPT = (
@@ -337,11 +366,11 @@ def validate_answer(arguments, repo_root, messages, snippets) -> list[str]:
                    shop/models.py:40-42: ...") and what is wrong, so the model can fix it.
         never      raises for bad arguments; never re-implements the citation check.
 
-    Hint: copilot.lines_seen(messages, snippets) gives what the run showed; copilot.check_span(
-    path, start_line, end_line, repo_root, seen) checks one span and its .grounded / .reason say
-    the verdict. See lesson/lesson.agent.md, "Section 6: Project Assignment" (Extended Requirements).
+    Hint: lines_seen(messages, snippets) (from citations.py) gives what the run showed;
+    check_span(path, start_line, end_line, repo_root, seen) checks one span and its .grounded /
+    .reason say the verdict. See lesson/lesson.agent.md, "Section 6: Project Assignment" (Extended Requirements).
     """
-    # TODO(S3): check the arguments' shape, then ground every cited span with copilot's citation check.
+    # TODO(S3): check the arguments' shape, then ground every cited span with check_span.
     raise NotImplementedError("S3: stretch.validate_answer is not implemented yet (see TODO(S3) in code/stretch.py)")
 
 
@@ -393,9 +422,9 @@ def finish_with_emit_answer(messages, repo_root, complete, snippets, retries=EMI
 
 
 def plain_answer_arguments(content: str) -> dict:
-    """emit_answer's arguments read from a plain-text answer: its path:line citations (copilot's pattern)."""
+    """emit_answer's arguments read from a plain-text answer: its path:line citations (CITATION)."""
     citations = []
-    for match in copilot.CITATION.finditer(content):
+    for match in CITATION.finditer(content):
         line = int(match.group(2))
         end = max(int(match.group(3) or line), line)
         citations.append({"path": match.group(1).removeprefix("./"), "start_line": line, "end_line": end})

@@ -221,10 +221,10 @@ LAB_GOOD = {
     ),
     "lab-grounded": R(
         ("search_code", {"query": "def check_citations"}),
-        read_around("copilot.py", "def check_citations", before=0),
-        answer="check_citations [[copilot.py|def check_citations]] checks each path:line in the answer: a "
+        read_around("citations.py", "def check_citations", before=0),
+        answer="check_citations [[citations.py|def check_citations]] checks each path:line in the answer: a "
                "visible file inside the repository, a line in range, and lines that lines_seen "
-               "[[copilot.py|def lines_seen]] reports as injected or shown by a tool during this run.",
+               "[[citations.py|def lines_seen]] reports as injected or shown by a tool during this run.",
     ),
 }
 
@@ -242,9 +242,9 @@ LAB_BAD = {
     ),
     "lab-sandbox": R(
         ("search_code", {"query": "def check_citations"}),
-        read_around("copilot.py", "def check_citations", before=0),
-        answer="copilot.py checks every path against the repository in check_citations "
-               "[[copilot.py|def check_citations]].",
+        read_around("citations.py", "def check_citations", before=0),
+        answer="citations.py checks every path against the repository in check_citations "
+               "[[citations.py|def check_citations]].",
         failure="the wrong file: a check on the answer's citations, not the tools' sandbox",
     ),
     "lab-hidden-files": R(
@@ -254,8 +254,8 @@ LAB_BAD = {
     ),
     "lab-grounded": R(
         ("search_code", {"query": "def check_citations"}),
-        read_around("copilot.py", "def check_citations", before=0),
-        answer="A citation is grounded when its file exists in the repository [[copilot.py|def check_citations]].",
+        read_around("citations.py", "def check_citations", before=0),
+        answer="A citation is grounded when its file exists in the repository [[citations.py|def check_citations]].",
         failure="right evidence, incomplete answer: existence only, no range or seen-in-this-run check",
     ),
 }

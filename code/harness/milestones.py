@@ -188,14 +188,14 @@ STRETCH: tuple[Milestone, ...] = (
             "Check the shape first and collect problems instead of raising: a dict, a non-empty "
             "answer string, a non-empty citations list, each citation with a string path and "
             "whole-number lines (bool is not a number), 1 <= start_line <= end_line. Then ground "
-            "each well-formed one with copilot.lines_seen and copilot.check_span, and report its "
+            "each well-formed one with lines_seen and check_span (citations.py), and report its "
             "reason when it is not grounded.",
             "if arguments is not a dict: return [problem]\n"
             "problems = [];  check answer;  check citations is a non-empty list (else return)\n"
-            "seen = copilot.lines_seen(messages, snippets)\n"
+            "seen = lines_seen(messages, snippets)\n"
             "for i, cite in enumerate(citations):\n"
             "    if its shape is wrong: problems.append(f'citations[{i}] ...'); continue\n"
-            "    checked = copilot.check_span(path, start, end, repo_root, seen)\n"
+            "    checked = check_span(path, start, end, repo_root, seen)\n"
             "    if not checked.grounded: problems.append(f'citations[{i}] ...: ' + checked.reason)\n"
             "return problems",
         ),

@@ -95,7 +95,7 @@ def test_context_is_injected_then_the_model_reads_and_cites_a_grounded_line(copi
           called, "the second request holds one tool result: shop/service.py's lines (with item.cost)",
           show(tool_messages), "dispatch_tool('read_file', {'path': 'shop/service.py'}, root) returns the numbered lines")
     cited = citation(result, "shop/service.py", 9)
-    check(cited is not None and cited.grounded, M5, "copilot.check_citations", called,
+    check(cited is not None and cited.grounded, M5, "citations.check_citations", called,
           "shop/service.py:9 cited and grounded (the file exists, line 9 exists, and it was read this run)",
           show(cited), "the citation check reads the transcript: the read_file result must be in messages")
 
@@ -107,7 +107,7 @@ def test_an_invented_citation_is_flagged_ungrounded(copilot):
     called = "copilot.run(QUESTION, fixture_repo, use_context=False, complete=<answers at once, reads nothing>)"
     verdicts = {(c.path, c.line): (c.grounded, c.reason) for c in result.citations}
     expected = {("shop/payments.py", 3): False, ("shop/models.py", 400): False, ("shop/models.py", 11): False}
-    check({k: v[0] for k, v in verdicts.items()} == expected, M5, "copilot.check_citations", called,
+    check({k: v[0] for k, v in verdicts.items()} == expected, M5, "citations.check_citations", called,
           "all three ungrounded: no such file / line outside the file / never read nor injected",
           show(verdicts, 500), "an answer that read nothing guessed, even when the file happens to exist")
 
@@ -169,7 +169,7 @@ def test_litellm_sends_the_assistant_turn_then_the_tool_result(copilot, offline)
           "then {'role': 'tool', 'tool_call_id': 'call_0_0', 'content': <shop/models.py lines>}",
           show(sent[-2:], 700), "append assistant_turn(message) first, then tool_result(call.id, ...)")
     check(chats[0].get("tool_choice") == "auto" and {t["function"]["name"] for t in chats[0].get("tools", [])}
-          == {"read_file", "list_directory", "search_code"} and chats[0].get("max_tokens"), M5, "copilot.make_complete",
+          == {"read_file", "list_directory", "search_code"} and chats[0].get("max_tokens"), M5, "llm.make_complete",
           called, "tools=TOOL_SCHEMAS, tool_choice='auto' and max_tokens on every request",
           show({k: v for k, v in chats[0].items() if k != "messages"}, 300), "a copilot wiring bug, not yours")
     embedded = [text for body in server.embedding_requests for text in body["input"]]

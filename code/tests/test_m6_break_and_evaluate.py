@@ -266,13 +266,14 @@ def test_right_evidence_wrong_answer_is_caught_only_by_the_root_cause(tmp_path):
 def test_evaluate_prints_a_component_table_and_json(tmp_path, monkeypatch, capsys):
     """`python evaluate.py` prints one row per question and run, and --json carries every component."""
     import evaluate
+    from harness.evaluation import COLUMNS
 
     monkeypatch.setenv("COPILOT_CACHE_DIR", str(tmp_path / "cache"))
     scripted_scores("good", tmp_path)  # your loop first: main() itself turns a stub into "M<n> is not done yet"
     called = "evaluate.main([]) then evaluate.main(['--json'])"
     code = evaluate.main([])
     table = capsys.readouterr().out
-    check(code == 0 and all(col in table for col in evaluate.COLUMNS) and table.count("shop-total-bug") >= 2,
+    check(code == 0 and all(col in table for col in COLUMNS) and table.count("shop-total-bug") >= 2,
           M6, LOOP, called, "exit 0 and a table with every column, a row per question and run",
           f"exit {code}: {table[:600]}", "evaluate.py runs your copilot: python evaluate.py")
     code = evaluate.main(["--json"])

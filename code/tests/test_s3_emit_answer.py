@@ -55,7 +55,7 @@ def test_a_grounded_answer_has_no_problems():
           "validate_answer({answer, citations: [shop/service.py:9-9, shop/models.py:8-11]}, fixture_repo, "
           "<read shop/service.py 1-17>, <snippet shop/models.py 1-20>)",
           "[] (both spans exist and were shown to the model)", show(problems, 500),
-          "copilot.lines_seen(messages, snippets) collects what was shown; copilot.check_span checks one span")
+          "citations.lines_seen(messages, snippets) collects what was shown; citations.check_span checks one span")
 
 
 def test_each_bad_citation_is_named_with_its_reason():
@@ -73,7 +73,7 @@ def test_each_bad_citation_is_named_with_its_reason():
               f"{c['path']}:{c['start_line']}-{c['end_line']}" for c in bad) + "]}, ...)",
           f"{len(bad)} problems, each starting 'citations[<i>]' and saying: {words}",
           f"{show(problems, 900)}; mismatched {show(wrong, 300)}",
-          "name the citation and reuse copilot.check_span's reason; check 1 <= start_line <= end_line yourself")
+          "name the citation and reuse citations.check_span's reason; check 1 <= start_line <= end_line yourself")
 
 
 def test_arguments_of_the_wrong_shape_are_problems_not_crashes():

@@ -220,8 +220,8 @@ return Edit(shown, target, text, new_text, unified_diff(shown, text, new_text))
     Mutant("an existing line is enough", "stretch.py", "validate_answer", """
 problems = []
 for i, cite in enumerate(arguments.get("citations") or []):
-    checked = copilot.check_span(cite["path"], cite["start_line"], cite["end_line"], repo_root,
-                                 {cite["path"]: [(1, 10**9)]})
+    checked = check_span(cite["path"], cite["start_line"], cite["end_line"], repo_root,
+                         {cite["path"]: [(1, 10**9)]})
     if not (checked.exists and checked.in_range):
         problems.append(f"citations[{i}] {cite['path']}: {checked.reason}")
 return problems

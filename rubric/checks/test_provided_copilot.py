@@ -118,7 +118,8 @@ def test_context_only_json_never_imports_litellm(tmp_path):
 def test_lines_seen_and_format_trace_read_the_transcript():
     """The provided halves around S1: what the run showed (lines_seen) and how steps print (format_trace).
     stretch.trace_steps itself is the learner's (S1) and is tested in code/tests/test_s1_trace.py."""
-    copilot = importlib.import_module("copilot")
+    citations = importlib.import_module("citations")
+    report = importlib.import_module("report")
     stretch = importlib.import_module("stretch")
     messages = [
         {"role": "system", "content": "s"}, {"role": "user", "content": "q"},
@@ -127,12 +128,12 @@ def test_lines_seen_and_format_trace_read_the_transcript():
         {"role": "tool", "tool_call_id": "a", "content": "shop/service.py:12: def order_total("},
         {"role": "assistant", "content": "It is in shop/service.py:12."},
     ]
-    assert copilot.lines_seen(messages, []) == {"shop/service.py": [(12, 12)]}
+    assert citations.lines_seen(messages, []) == {"shop/service.py": [(12, 12)]}
     steps = [stretch.Step(1, "Looking for totals.", [
                  stretch.Action("search_code", '{"query": "total"}', "shop/service.py:12: def order_total("),
                  stretch.Action("read_file", '{"path": "x.py"}', None)]),
              stretch.Step(2, "", [], answer="It is in shop/service.py:12.")]
-    assert copilot.format_trace(steps).splitlines() == [
+    assert report.format_trace(steps).splitlines() == [
         "Step 1", "  Thought: Looking for totals.",
         '  Action: search_code({"query": "total"})', "  Observation: shop/service.py:12: def order_total(",
         '  Action: read_file({"path": "x.py"})', "  Observation: (none: no tool message answered this call)",

@@ -14,6 +14,7 @@ import sys
 
 import pytest
 
+from harness.evaluation import COLUMNS
 from harness.offline import go_offline, offline_env
 from harness.paths import CODE_DIR, REPO_ROOT
 
@@ -221,7 +222,7 @@ def test_evaluate_cli_prints_the_table_for_both_sets(tmp_path):
         assert_clean(proc)
         assert proc.returncode == 0, proc.stderr
         header = next(line for line in proc.stdout.splitlines() if line.startswith("run "))
-        assert header.split() == list(evaluate.COLUMNS)
+        assert header.split() == list(COLUMNS)
         assert "NOT model output" in proc.stdout and "component" in proc.stdout
     assert "scripted bad shop-total-bug: 0.60" in cli("evaluate.py", ["--reference"], tmp_path).stdout
 

@@ -28,6 +28,8 @@ stretch = importlib.import_module("stretch")
 agent_loop = importlib.import_module("agent_loop")
 tools = importlib.import_module("tools")
 copilot = importlib.import_module("copilot")
+llm = importlib.import_module("llm")
+report = importlib.import_module("report")
 
 
 # ---------------------------------------------------------------- stand-ins for learner-owned functions
@@ -264,7 +266,7 @@ def test_only_a_forced_call_lets_litellm_drop_a_tool_choice_the_model_cannot_hon
     answer = NS(choices=[NS(message=NS(content="ok", tool_calls=None))], usage=None)
     monkeypatch.setattr(litellm, "completion", lambda **kwargs: sent.append(kwargs) or answer)
     settings = importlib.import_module("config").Settings("anthropic/claude-haiku-4-5", None, "k", None, None, None, tmp_path)
-    complete = copilot.make_complete(settings)
+    complete = llm.make_complete(settings)
     complete([{"role": "user", "content": "q"}], tools.TOOL_SCHEMAS)
     complete([{"role": "user", "content": "q"}], [stretch.EMIT_ANSWER_SCHEMA], tool_choice=stretch.FORCE_EMIT_ANSWER)
     assert sent[0]["tool_choice"] == "auto" and "drop_params" not in sent[0]
@@ -276,11 +278,11 @@ def test_trace_before_s1_is_one_line_and_json_says_why(monkeypatch, capsys):
         raise NotImplementedError("S1: stretch.trace_steps is not implemented yet")
 
     monkeypatch.setattr(stretch, "trace_steps", not_done)
-    result = copilot.Result(question="q", repo="r", model="m", answer="the answer", termination="answered",
-                            messages=list(START))
-    copilot.print_report(result, trace=True)
+    result = report.Result(question="q", repo="r", model="m", answer="the answer", termination="answered",
+                           messages=list(START))
+    report.print_report(result, trace=True)
     out, err = capsys.readouterr()
-    assert err.strip() == f"copilot: {copilot.TRACE_NOT_DONE}" and out.startswith("the answer")
+    assert err.strip() == f"copilot: {report.TRACE_NOT_DONE}" and out.startswith("the answer")
     data = result.to_json()
     assert data["trace"] is None and "S1" in data["trace_note"]
 

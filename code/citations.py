@@ -1,0 +1,120 @@
+"""Citation checking: is every ``path:line`` an answer cites real, and was it shown in this run?
+
+    lines_seen(messages, snippets)     path -> line ranges the model was shown (context, tools)
+    check_citations(answer, ...)       every path:line in a plain answer, checked
+    check_span(path, start, end, ...)  one span, checked the same way (stretch S3 uses it)
+    structured_citations(final, ...)   emit_answer's citations (S3), checked for the report
+
+A citation is grounded when its file is visible inside the repository (through the sandbox), its
+lines exist, and those lines were injected or returned by a tool in this run. Below copilot.py and
+stretch.py; imports neither.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+import tools
+
+# path:line or path:start-end, where the path has a file extension ("config.py:40", "a/b.md:3-9").
+CITATION = re.compile(r"(?<![\w/.-])((?:[\w.-]+/)*[\w.-]*\w\.[A-Za-z0-9_]+):(\d+)(?:\s*[-\u2013]\s*(\d+))?")
+READ_HEADER = re.compile(r"^\[File: (.+?) \((\d+) lines total\) - showing lines (\d+)-(\d+)\]", re.M)
+SEARCH_HIT = re.compile(r"^(.+?):(\d+): ", re.M)
+
+
+@dataclass
+class Citation:
+    """One ``path:line`` the answer cited, and what the check found."""
+
+    path: str
+    line: int
+    end_line: int
+    exists: bool = False      # a visible file inside the repository
+    in_range: bool = False    # the lines exist in that file
+    seen: bool = False        # those lines were injected or returned by a tool in this run
+    reason: str = ""
+
+    @property
+    def grounded(self) -> bool:
+        return self.exists and self.in_range and self.seen
+
+
+def lines_seen(messages, snippets) -> dict[str, list[tuple[int, int]]]:
+    """path -> line ranges the model was shown: injected snippets, read_file windows, search hits."""
+    seen: dict[str, list[tuple[int, int]]] = {}
+    for s in snippets:
+        seen.setdefault(s.path, []).append((s.start_line, s.end_line))
+    for message in messages:
+        if message.get("role") != "tool" or str(message.get("content", "")).startswith("Error:"):
+            continue
+        text = str(message["content"])
+        for path, _total, lo, hi in READ_HEADER.findall(text):
+            seen.setdefault(path, []).append((int(lo), int(hi)))
+        if not READ_HEADER.search(text):
+            for path, line in SEARCH_HIT.findall(text):
+                seen.setdefault(path, []).append((int(line), int(line)))
+    return seen
+
+
+def check_citations(answer: str, repo_root, messages, snippets) -> list[Citation]:
+    """Every path:line in the answer, checked: a visible file in the repository (through the
+    sandbox), lines that exist, and lines that were injected or shown by a tool in this run.
+    A citation that fails any check is ungrounded: the model may have guessed it."""
+    seen = lines_seen(messages, snippets)
+    citations, done = [], set()
+    for match in CITATION.finditer(answer or ""):
+        path = match.group(1).removeprefix("./")
+        line = int(match.group(2))
+        end = max(int(match.group(3) or line), line)
+        if (path, line, end) not in done:
+            done.add((path, line, end))
+            citations.append(_check_one(Citation(path, line, end), repo_root, seen))
+    return citations
+
+
+def check_span(path: str, start_line: int, end_line: int, repo_root, seen) -> Citation:
+    """One cited span (``seen`` from lines_seen), checked exactly like the citations in an answer."""
+    return _check_one(Citation(path.removeprefix("./"), start_line, end_line), repo_root, seen)
+
+
+def structured_citations(final, repo_root, messages, snippets) -> list[Citation]:
+    """The well-formed citations of emit_answer's arguments (S3), checked for the report."""
+    seen = lines_seen(messages, snippets)
+    spans = [(c.get("path"), c.get("start_line"), c.get("end_line")) for c in final.citations if isinstance(c, dict)]
+    return [check_span(path, start, end, repo_root, seen) for path, start, end in spans
+            if isinstance(path, str) and all(type(n) is int for n in (start, end))]
+
+
+def _check_one(cite: Citation, repo_root, seen) -> Citation:
+    try:
+        target = tools.resolve_visible(repo_root, cite.path)
+    except (ValueError, tools.ToolError):
+        cite.reason = "outside the repository or hidden by the sandbox"
+        return cite
+    if not target.is_file():
+        cite.reason = "no such file in the repository"
+        return cite
+    cite.exists = True
+    total = _count_lines(target)
+    cite.in_range = 1 <= cite.line <= cite.end_line <= total
+    if not cite.in_range:
+        lines = f"line {cite.line} is" if cite.end_line == cite.line else f"lines {cite.line}-{cite.end_line} are"
+        cite.reason = f"{lines} outside the file ({total} lines)"
+        return cite
+    shown = seen.get(tools.display_path(repo_root, target), [])
+    cite.seen = any(lo <= cite.end_line and cite.line <= hi for lo, hi in shown)
+    if not cite.seen:
+        cite.reason = ("these lines were never read or injected in this run" if not shown else
+                       "the file was read, but not these lines: " + ", ".join(f"{lo}-{hi}" for lo, hi in shown))
+    return cite
+
+
+def _count_lines(path: Path) -> int:
+    count, last = 0, b""
+    with open(path, "rb") as fh:
+        while chunk := fh.read(1 << 20):
+            count += chunk.count(b"\n")
+            last = chunk[-1:]
+    return count + (1 if last not in (b"", b"\n") else 0)

@@ -1,0 +1,193 @@
+"""What one run produced, and how it is shown: plain report, trace, JSON, transcript.
+
+    Result                  everything one run produced; Result.to_json() is what --json prints
+    print_report(result)    the answer, its citations, edits (S2), one summary line
+    format_trace(steps)     stretch.Step objects as Thought / Action / Observation text (S1)
+    save_transcript(...)    --save-transcript: the JSON document plus every message
+
+Below copilot.py: it imports agent_loop (the max-steps marker), llm (Usage) and stretch (the trace),
+never copilot.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+from dataclasses import asdict, dataclass, field, is_dataclass
+from pathlib import Path
+
+import agent_loop
+import llm
+import stretch
+
+TRACE_OBSERVATION_CHARS = 240   # --trace shortens each observation to this
+TRACE_NOT_DONE = "--trace is stretch milestone S1: implement stretch.trace_steps; see PROJECT.md"
+
+
+@dataclass
+class Result:
+    """Everything one run produced; ``to_json()`` is what --json prints."""
+
+    question: str
+    repo: str
+    model: str
+    answer: str
+    termination: str                     # "answered", "max_steps" or "invalid_answer" (--structured)
+    messages: list = field(default_factory=list)
+    snippets: list = field(default_factory=list)
+    citations: list = field(default_factory=list)
+    usage: llm.Usage = field(default_factory=llm.Usage)
+    wall_seconds: float = 0.0
+    structured: stretch.StructuredAnswer | None = None   # --structured (S3): how emit_answer went
+    edits: list | None = None            # --allow-edits (S2): one entry per edit_file call
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.termination == "answered" else 1
+
+    @property
+    def tool_calls(self) -> list[dict]:
+        return tool_calls_of(self.messages)
+
+    def to_json(self, with_trace: bool = True) -> dict:
+        data = {
+            "question": self.question,
+            "repo": self.repo,
+            "model": self.model,
+            "answer": self.answer,
+            "termination": self.termination,
+            "exit_code": self.exit_code,
+            "citations": [{**asdict(c), "grounded": c.grounded} for c in self.citations],
+            "tool_calls": self.tool_calls,
+            "context": [{"path": s.path, "start_line": s.start_line, "end_line": s.end_line, "score": s.score}
+                        for s in self.snippets],
+            "usage": {**asdict(self.usage), "tool_calls": len(self.tool_calls),
+                      "wall_seconds": round(self.wall_seconds, 3)},
+        }
+        if with_trace:
+            steps, note = trace_or_note(self.messages)
+            data["trace"] = None if steps is None else [asdict(s) if is_dataclass(s) else s for s in steps]
+            if note:
+                data["trace_note"] = note
+        if self.structured is not None:
+            data["structured"] = asdict(self.structured)
+        if self.edits is not None:
+            data["edits"] = self.edits
+        return data
+
+
+def tool_calls_of(messages) -> list[dict]:
+    """Every tool call in the transcript: step, name, arguments (as sent), and whether it errored."""
+    results = {m.get("tool_call_id"): str(m.get("content", "")) for m in messages if m.get("role") == "tool"}
+    calls, step = [], 0
+    for message in messages:
+        if message.get("role") == "assistant" and message.get("tool_calls"):
+            step += 1
+            for call in message["tool_calls"]:
+                fn = call.get("function", {})
+                calls.append({"step": step, "name": fn.get("name"), "arguments": fn.get("arguments"),
+                              "error": results.get(call.get("id"), "").startswith("Error:")})
+    return calls
+
+
+# --------------------------------------------------------------------------- the plain report
+
+def print_report(result: Result, trace: bool = False, out=None) -> None:
+    out = out or sys.stdout
+    if trace:
+        steps, note = trace_or_note(result.messages)
+        if steps is not None:
+            print(format_trace(steps), end="\n\n", file=out)
+        else:
+            print(f"copilot: {note}", file=sys.stderr)
+    print(result.answer, file=out)
+    if result.structured is not None:
+        print_structured(result.structured, out)
+    if result.citations:
+        print("\nCitations:", file=out)
+        for c in result.citations:
+            where = f"{c.path}:{c.line}" + (f"-{c.end_line}" if c.end_line != c.line else "")
+            verdict = "grounded" if c.grounded else f"UNGROUNDED ({c.reason})"
+            print(f"  {where}  {verdict}", file=out)
+    elif result.termination == "answered":
+        print("\nCitations: none (the answer cites no path:line, so nothing backs it)", file=out)
+    if result.edits is not None:
+        print_edits(result.edits, out)
+    print("\n" + summary_line(result), file=out)
+
+
+def summary_line(result: Result) -> str:
+    u = result.usage
+    cost = f"${u.cost_usd:.4f}" if u.cost_usd is not None else "cost unknown"
+    ended = {"answered": "answered", "invalid_answer": "stopped: the structured answer failed validation"}.get(
+        result.termination, f"stopped: {agent_loop.MAX_STEPS_REACHED}")
+    return (f"[{u.steps} steps | {len(result.tool_calls)} tool calls | tokens {u.prompt_tokens:,} in / "
+            f"{u.completion_tokens:,} out | {cost} | {result.wall_seconds:.1f} s | {ended}]")
+
+
+def print_structured(final, out) -> None:
+    """--structured (S3): how the forced emit_answer turn went, and every problem if it failed."""
+    how = "emit_answer" if final.forced else "plain text (the provider did not force emit_answer)"
+    tries = f"{final.attempts} attempt" + ("s" if final.attempts != 1 else "")
+    if final.accepted:
+        print(f"\nStructured answer: accepted ({how}, {tries})", file=out)
+        return
+    print(f"\nStructured answer: REJECTED after {tries} ({how}):", file=out)
+    for problem in final.problems:
+        print(f"  - {problem}", file=out)
+
+
+def print_edits(edits, out) -> None:
+    """--allow-edits (S2): what happened to every edit_file call; dry runs and writes show their diff."""
+    print("\nEdits:" if edits else "\nEdits: none requested", file=out)
+    labels = {"dry_run": "dry run, NOT applied (add --apply to write it)", "applied": "applied"}
+    for edit in edits:
+        label = labels.get(edit["status"], f"{edit['status']}: {edit['reason']}")
+        print(f"  {edit['path']}  {label}", file=out)
+        if edit["status"] in labels and edit["diff"]:
+            print("".join(f"    {line}" for line in edit["diff"].splitlines(keepends=True)).rstrip(), file=out)
+
+
+def save_transcript(result: Result, path) -> None:
+    data = {**result.to_json(), "messages": result.messages}
+    Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+
+
+# --------------------------------------------------------------------------- the trace (S1)
+
+def trace_or_note(messages):
+    """(steps, None) from stretch.trace_steps (S1), or (None, one line saying why there is no trace)."""
+    try:
+        return stretch.trace_steps(messages), None
+    except NotImplementedError:
+        return None, TRACE_NOT_DONE
+    except Exception as exc:  # a bug in stretch work must not cost the user the answer
+        if os.environ.get("COPILOT_DEBUG") == "1":
+            raise
+        return None, (f"stretch.trace_steps raised {type(exc).__name__}: {llm.first_line(exc)} "
+                      "(COPILOT_DEBUG=1 shows where)")
+
+
+def format_trace(steps) -> str:
+    """stretch.Step objects as text: Thought, then Action and Observation for each call."""
+    lines = []
+    for step in steps:
+        lines.append(f"Step {step.number}")
+        if not step.actions:  # only the last answer is the one printed below the trace
+            shown = "(printed below)" if step is steps[-1] else _shorten(step.answer or "", TRACE_OBSERVATION_CHARS)
+            lines.append(f"  Answer: {shown}")
+        elif step.thought:
+            lines.append(f"  Thought: {_shorten(step.thought, TRACE_OBSERVATION_CHARS)}")
+        for action in step.actions:
+            observation = action.observation
+            if observation is None:
+                observation = "(none: no tool message answered this call)"
+            lines.append(f"  Action: {action.tool}({action.arguments})")
+            lines.append(f"  Observation: {_shorten(observation, TRACE_OBSERVATION_CHARS)}")
+    return "\n".join(lines)
+
+
+def _shorten(text: str, limit: int) -> str:
+    flat = " | ".join(line.strip() for line in text.strip().splitlines() if line.strip())
+    return flat if len(flat) <= limit else flat[: limit - 20] + f" ... [{len(flat):,} chars]"
