@@ -99,6 +99,8 @@ def main(argv=None, complete=None) -> int:
                      top_k=args.top_k, use_context=not args.no_context, structured=args.structured, edits=edits)
     except KeyboardInterrupt:
         return fail("interrupted", args)
+    except BrokenPipeError:
+        raise  # the reader closed stdout (| head): llm.run_main ends quietly
     except Exception as exc:  # every way of not running ends as one clear line and exit code 2
         if os.environ.get("COPILOT_DEBUG") == "1":
             raise
@@ -158,7 +160,7 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
         else:
             cited = citations.check_citations(answer, root, messages, snippets)
     except NotImplementedError as exc:  # a learner-owned function (M1-M4, S1-S3) is still a stub
-        raise llm.NotDoneYet(str(exc)) from None
+        raise llm.NotDoneYet(llm.first_not_done(str(exc))) from None
     termination = "max_steps" if capped else "invalid_answer" if final and not final.accepted else "answered"
     return report.Result(
         question=question, repo=str(root), model=getattr(settings, "model", None) or "scripted",
@@ -245,4 +247,4 @@ def fail(message: str, args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(llm.run_main(main))
