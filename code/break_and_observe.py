@@ -316,7 +316,9 @@ def main(argv=None) -> int:
         try:
             model, usage, model_label = real_model(args.model or None, args.api_base)
         except Exception as exc:  # no key, no server, bad model name: one line, no traceback
-            print(f"break_and_observe: cannot use a real model: {exc}", file=sys.stderr)
+            offline = "without --model, break_and_observe.py needs no provider: a scripted model misbehaves"
+            print(f"break_and_observe: cannot use a real model: {llm.describe_error(exc, offline=offline)}",
+                  file=sys.stderr)
             return 2
     names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
     blocks = []

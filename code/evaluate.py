@@ -118,7 +118,8 @@ def main(argv=None) -> int:
         print(f"evaluate: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # no provider, authentication, unreachable server: one line, no traceback
-        print(f"evaluate: {llm.describe_error(exc)}", file=sys.stderr)
+        offline = "without --model, evaluate.py needs no provider: it scores the scripted runs"
+        print(f"evaluate: {llm.describe_error(exc, offline=offline)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps({

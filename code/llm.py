@@ -34,6 +34,8 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    model_seconds: float = 0.0      # waiting for the provider (retries included)
+    startup_seconds: float = 0.0    # importing LiteLLM on the first call: start-up, not the model
 
     def record(self, response) -> None:
         usage = getattr(response, "usage", None)
@@ -102,7 +104,11 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
     usage = usage if usage is not None else Usage()
 
     def complete(messages, tool_schemas, tool_choice="auto"):
+        started = time.perf_counter()
         import litellm  # lazy: importing LiteLLM takes seconds, and --context-only never needs it
+
+        asked = time.perf_counter()
+        usage.startup_seconds += asked - started
 
         litellm.suppress_debug_info = True
         # A forced tool (S3) that a model cannot honour: LiteLLM downgrades it to "auto" instead of
@@ -126,6 +132,7 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
                 if attempt == RATE_LIMIT_RETRIES:
                     raise
                 time.sleep(RATE_LIMIT_WAIT * 2**attempt)
+        usage.model_seconds += time.perf_counter() - asked
         usage.record(response)
         return response.choices[0].message
 
@@ -154,8 +161,16 @@ def counting(complete, usage: Usage):
 
 # --------------------------------------------------------------------------- errors as one line
 
-def describe_error(exc: BaseException, settings=None) -> str:
-    """One line for stderr that says what went wrong and what to do; never a traceback."""
+CONTEXT_ONLY_NOTE = "(--context-only needs no provider)"  # the end of config.NO_PROVIDER_MESSAGE
+
+
+def describe_error(exc: BaseException, settings=None, offline: str | None = None) -> str:
+    """One line for stderr that says what went wrong and what to do; never a traceback.
+
+    ``offline``: what the calling program can do without a provider, said instead of copilot.py's
+    --context-only (evaluate.py and break_and_observe.py have no such flag)."""
+    if offline and isinstance(exc, config.ConfigError) and CONTEXT_ONLY_NOTE in str(exc):
+        return str(exc).replace(CONTEXT_ONLY_NOTE, f"({offline})")
     if isinstance(exc, NotDoneYet):
         text = str(exc)
         milestone, _, rest = text.partition(":")

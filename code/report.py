@@ -122,8 +122,11 @@ def summary_line(result: Result) -> str:
     cost = f"${u.cost_usd:.4f}" if u.cost_usd is not None else "cost unknown"
     ended = {"answered": "answered", "invalid_answer": "stopped: the structured answer failed validation"}.get(
         result.termination, f"stopped: {agent_loop.MAX_STEPS_REACHED}")
+    took = f"{result.wall_seconds:.1f} s"
+    if u.model_seconds or u.startup_seconds:  # a real model: what the provider took, apart from start-up
+        took += f" (model {u.model_seconds:.1f} s, LiteLLM start-up {u.startup_seconds:.1f} s)"
     return (f"[{u.steps} steps | {len(result.tool_calls)} tool calls | tokens {u.prompt_tokens:,} in / "
-            f"{u.completion_tokens:,} out | {cost} | {result.wall_seconds:.1f} s | {ended}]")
+            f"{u.completion_tokens:,} out | {cost} | {took} | {ended}]")
 
 
 def print_structured(final, out) -> None:
@@ -152,6 +155,7 @@ def print_edits(edits, out) -> None:
 def save_transcript(result: Result, path) -> None:
     data = {**result.to_json(), "messages": result.messages}
     Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+
 
 
 # --------------------------------------------------------------------------- the trace (S1)

@@ -75,3 +75,22 @@ def test_a_closed_pipe_ends_the_program_quietly(args, tmp_path):
     err = proc.stderr.read()
     proc.wait(timeout=120)
     assert err == "" and proc.returncode == 141, f"exit {proc.returncode}, stderr: {err[-1500:]}"
+
+
+@pytest.mark.parametrize("script", ["evaluate.py", "break_and_observe.py"])
+def test_model_without_a_provider_suggests_what_this_program_can_do(script, tmp_path):
+    args = [script, "--model", "--reference"] if script == "evaluate.py" else [script, "runaway", "--model", "--simulate"]
+    proc = _script(tmp_path, *args)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 2 and "no model provider is configured" in err, err
+    assert "--context-only" not in err and "without --model" in err, err
+
+
+def test_the_summary_line_keeps_model_time_apart_from_start_up():
+    llm, report = importlib.import_module("llm"), importlib.import_module("report")
+    usage = llm.Usage(steps=3, prompt_tokens=7282, completion_tokens=170, model_seconds=2.1, startup_seconds=5.9)
+    result = SimpleNamespace(usage=usage, tool_calls=[{}, {}], wall_seconds=8.3, termination="answered")
+    line = report.summary_line(result)
+    assert "| 8.3 s (model 2.1 s, LiteLLM start-up 5.9 s) |" in line, line
+    result.usage = llm.Usage(steps=1)  # a scripted model: no provider time to report
+    assert "| 8.3 s |" in report.summary_line(result)
