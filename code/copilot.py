@@ -105,6 +105,8 @@ def main(argv=None, complete=None) -> int:
         if os.environ.get("COPILOT_DEBUG") == "1":
             raise
         return fail(llm.describe_error(exc, settings), args)
+    if settings is not None:  # a real model ran end to end: the board's M5 stops being pending
+        report.save_last_run(result, settings.cache_dir)
     if args.save_transcript:
         report.save_transcript(result, args.save_transcript)
     if args.json:

@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import time
 from dataclasses import asdict, dataclass, field, is_dataclass
 from pathlib import Path
 
@@ -156,6 +157,22 @@ def save_transcript(result: Result, path) -> None:
     data = {**result.to_json(), "messages": result.messages}
     Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
 
+
+def save_last_run(result: Result, cache_dir) -> None:
+    """Record that the copilot finished a run with a real model, for the test board's M5 (harness/
+    progress.py): which implementation ran, from which checkout. Never fails the run."""
+    from harness.progress import LAST_RUN_FILE
+
+    where = Path(agent_loop.__file__).resolve().parent
+    code_dir = Path(__file__).resolve().parent
+    record = {"implementation": "code" if where == code_dir else "reference", "code_dir": str(code_dir),
+              "model": result.model, "termination": result.termination, "steps": result.usage.steps,
+              "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    try:
+        Path(cache_dir).mkdir(parents=True, exist_ok=True)
+        (Path(cache_dir) / LAST_RUN_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
+    except OSError:
+        pass  # a read-only cache folder: the board keeps showing M5 as pending, nothing breaks
 
 
 # --------------------------------------------------------------------------- the trace (S1)

@@ -7,7 +7,8 @@ pass it must show M5 and M6 as pending (tests pass, untestable part not done) ra
 Then record a copilot run and fill in FAILURE_ANALYSIS.md: only now may it say everything passes.
 
 Each step is one `python -m pytest` in a fresh interpreter. The last steps leave out the two M5
-tests that go through real LiteLLM (~6 s of import each; test_course runs them on the reference).
+tests that go through real LiteLLM (~6 s of import each; the maintainer command runs them on the
+reference); the one copilot run through LiteLLM is the M5 step itself.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from harness import progress
+from harness.fake_server import FakeServer, text_reply, tool_reply
 from harness.milestones import MILESTONES
 from harness.offline import offline_env
 from harness.paths import REFERENCE_DIR, REPO_ROOT
@@ -83,10 +85,16 @@ def test_the_board_advances_one_milestone_per_step_and_shows_what_is_pending(lab
     assert "\u25d0" in rows["M6"] and "FAILURE_ANALYSIS.md" in rows["M6"], board
     assert "all selected milestones pass" not in board and "still to do" in board, board
 
-    # The untestable parts done: a recorded copilot run of this checkout, and a filled-in analysis.
-    record = progress.last_run_path({"COPILOT_CACHE_DIR": str(cache)})
-    record.parent.mkdir(parents=True, exist_ok=True)
-    record.write_text(json.dumps({"implementation": "code", "code_dir": str(lab / "code"), "termination": "answered"}))
+    # The untestable parts done: one copilot run of this checkout (through LiteLLM to a local fake
+    # server, as a real provider would be), and a filled-in analysis.
+    env = {k: v for k, v in offline_env(cache).items() if k != "LESSON06_IMPL"}
+    with FakeServer([tool_reply(("read_file", {"path": "shop/models.py"})), text_reply("price (shop/models.py:11)")]) as server:
+        ran = subprocess.run([sys.executable, "copilot.py", "--repo", "fixture_repo", "--model", "openai/fake-model",
+                              "--api-base", server.base_url, "why does order_total fail?"], cwd=lab / "code", env=env,
+                             capture_output=True, text=True, timeout=180)
+    assert ran.returncode == 0, ran.stdout[-1500:] + ran.stderr[-1500:]
+    record = json.loads(progress.last_run_path({"COPILOT_CACHE_DIR": str(cache)}).read_text())
+    assert record["implementation"] == "code" and record["code_dir"] == str((lab / "code").resolve()), record
     analysis = lab / "FAILURE_ANALYSIS.md"
     analysis.write_text(re.sub(r"(?m)^(\s*(?:- )?)_(?=\S)", r"\1My note: ", analysis.read_text(encoding="utf-8")),
                         encoding="utf-8")
