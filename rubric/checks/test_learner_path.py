@@ -9,6 +9,10 @@ Then record a copilot run and fill in FAILURE_ANALYSIS.md: only now may it say e
 Each step is one `python -m pytest` in a fresh interpreter. The last steps leave out the two M5
 tests that go through real LiteLLM (~6 s of import each; the maintainer command runs them on the
 reference); the one copilot run through LiteLLM is the M5 step itself.
+
+The lesson's sample outputs are regenerated the same way, so the text cannot drift from the code:
+Section 7's fresh-checkout board (the stubs), its string-prefix failure (a planted mistake) and its
+M5 trace (the same scripted turns, through the real tools, citation check and trace printer).
 """
 
 from __future__ import annotations
@@ -169,3 +173,56 @@ def test_the_lessons_failure_example_is_what_the_classic_bug_prints(tmp_path):
     assert out[start:start + len(shown)] == shown, (
         "lesson/lesson.agent.md, Section 7: the string-prefix example differs from what the test prints. Paste this:\n"
         + "\n".join(out[start:start + len(shown)]))
+
+
+def test_the_lessons_copilot_trace_is_what_the_copilot_prints(monkeypatch, tmp_path):
+    """Section 7's M5 trace, replayed: the same thoughts, actions and answer from a scripted model on
+    code/, through the real tools, the citation check and the trace printer (S1's reference)."""
+    import importlib
+    import io
+
+    from harness.offline import go_offline
+    from harness.scripted import ScriptedModel, answer, call, turn
+    from harness.strict_provider import StrictProvider
+
+    stretch = importlib.import_module("stretch")
+    if Path(stretch.__file__).resolve().parent != REFERENCE_DIR:
+        pytest.skip("the trace needs S1's reference: run with --reference (the maintainer command)")
+    go_offline(monkeypatch, tmp_path / "cache")
+    copilot, report = importlib.import_module("copilot"), importlib.import_module("report")
+    shown = lesson_block_after("ran and only the model's words were scripted")
+    script, thought = [], None
+    for line in shown:
+        if line.startswith("  Thought: "):
+            thought = line.removeprefix("  Thought: ")
+        elif line.startswith("  Action: "):
+            name, _, args = line.removeprefix("  Action: ").partition("(")
+            script.append(turn(call(name, json.loads(args[:-1])), content=thought))
+    text = shown[shown.index("  Answer: (printed below)") + 2]
+    question = re.search(r'python copilot.py --context-only "([^"]+)"', LESSON.read_text(encoding="utf-8"))[1]
+    result = copilot.run(question, progress.CODE_DIR, complete=StrictProvider(ScriptedModel([*script, answer(text)])))
+    out = io.StringIO()
+    report.print_report(result, trace=True, out=out)
+    printed = out.getvalue().strip("\n").splitlines()
+    observations = iter(m["content"] for m in result.messages if m.get("role") == "tool")
+    problems = []
+    for want, got in zip(shown, printed):
+        if want.startswith("  Observation: "):  # the lesson may cut an observation with " ... "
+            full = " | ".join(x.strip() for x in next(observations, "").strip().splitlines() if x.strip())
+            fragments = [f for f in want.removeprefix("  Observation: ").split(" ... ") if f]
+            size = re.fullmatch(r"\[([\d,]+) chars\]", fragments[-1])
+            if size:
+                fragments.pop()
+                if int(size[1].replace(",", "")) != len(full):
+                    problems.append(f"{want!r}: the real observation is {len(full):,} chars")
+            missing = [f for f in fragments if f not in full]
+            if missing:
+                problems.append(f"{want!r}: {missing} not in the real observation {full[:300]!r}")
+        elif want.startswith("[") and want.endswith("]"):  # the summary: its numbers vary run to run
+            shape = (r"\[\d+ steps \| \d+ tool calls \| tokens [\d,]+ in / [\d,]+ out \| .+ \| "
+                     r"[\d.]+ s \(model [\d.]+ s, LiteLLM start-up [\d.]+ s\) \| answered\]")
+            if not re.fullmatch(shape, want) or want.split("|")[:2] != got.split("|")[:2]:
+                problems.append(f"summary line {want!r} does not have the shape of {got!r} (with a real model)")
+        elif want != got:
+            problems.append(f"lesson {want!r}\n  prints {got!r}")
+    assert len(printed) == len(shown) and not problems, "\n".join(problems) + "\n--- printed ---\n" + "\n".join(printed)
