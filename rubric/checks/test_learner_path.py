@@ -226,3 +226,33 @@ def test_the_lessons_copilot_trace_is_what_the_copilot_prints(monkeypatch, tmp_p
         elif want != got:
             problems.append(f"lesson {want!r}\n  prints {got!r}")
     assert len(printed) == len(shown) and not problems, "\n".join(problems) + "\n--- printed ---\n" + "\n".join(printed)
+
+
+def test_every_name_a_hint_or_board_line_mentions_exists():
+    """`--hint` and the board point at module.name: each must be a real top-level name (no stale
+    pointer after a module is split, like copilot.check_span becoming citations.check_span)."""
+    from harness.milestones import ALL
+    from harness.paths import CODE_DIR
+
+    def names(module):
+        path = REFERENCE_DIR / f"{module}.py" if (REFERENCE_DIR / f"{module}.py").exists() else CODE_DIR / f"{module}.py"
+        tree = ast.parse(path.read_text(encoding="utf-8"))
+        found = set()
+        for node in tree.body:
+            if isinstance(node, (ast.FunctionDef, ast.ClassDef)):
+                found.add(node.name)
+            elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+                found |= {t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target])
+                          if isinstance(t, ast.Name)}
+            elif isinstance(node, ast.ImportFrom):
+                found |= {a.asname or a.name for a in node.names}
+        return found
+
+    modules = {p.stem for p in CODE_DIR.glob("*.py")}
+    wrong = []
+    for m in ALL:
+        text = " ".join((*m.hints, *m.functions, m.file))
+        for module, name in re.findall(r"\b([a-z_]+)\.([A-Za-z_]\w*)\b", text):
+            if module in modules and name not in names(module) and name != "py":
+                wrong.append(f"{m.id}: {module}.{name}")
+    assert not wrong, f"hints name things that do not exist: {wrong}"
