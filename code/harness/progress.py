@@ -18,7 +18,8 @@ from harness.paths import CODE_DIR, REPO_ROOT
 
 LAST_RUN_FILE = "last_run.json"
 ANALYSIS = REPO_ROOT / "FAILURE_ANALYSIS.md"
-RUN_ONCE = 'run the copilot once: cd code && python copilot.py "why does config default to Groq?"'
+RUN_ONCE = ('run the copilot once with your provider (code/.env): '
+            'cd code && python copilot.py "why does config default to Groq?"')
 
 
 def last_run_path(env=None) -> Path:
