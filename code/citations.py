@@ -24,6 +24,15 @@ READ_HEADER = re.compile(r"^\[File: (.+?) \((\d+) lines total\) - showing lines 
 SEARCH_HIT = re.compile(r"^(.+?):(\d+): ", re.M)
 
 
+class Shown(tuple):
+    """(first, last) line shown to the model, remembering how: "injected" (context) or "read" (a tool)."""
+
+    def __new__(cls, first: int, last: int, how: str):
+        span = super().__new__(cls, (first, last))
+        span.how = how
+        return span
+
+
 @dataclass
 class Citation:
     """One ``path:line`` the answer cited, and what the check found."""
@@ -51,21 +60,21 @@ def lines_seen(messages, snippets, shown=None) -> dict[str, list[tuple[int, int]
     """
     seen: dict[str, list[tuple[int, int]]] = {}
     for s in snippets:
-        seen.setdefault(s.path, []).append((s.start_line, s.end_line))
+        seen.setdefault(s.path, []).append(Shown(s.start_line, s.end_line, "injected"))
     record = tools.current_record() if shown is None else shown
     if record is not None:
         for path, lo, hi in record:
-            seen.setdefault(path, []).append((lo, hi))
+            seen.setdefault(path, []).append(Shown(lo, hi, "read"))
         return seen
     for message in messages:
         if message.get("role") != "tool" or str(message.get("content", "")).startswith("Error:"):
             continue
         text = str(message["content"])
         for path, _total, lo, hi in READ_HEADER.findall(text):
-            seen.setdefault(path, []).append((int(lo), int(hi)))
+            seen.setdefault(path, []).append(Shown(int(lo), int(hi), "read"))
         if not READ_HEADER.search(text):
             for path, line in SEARCH_HIT.findall(text):
-                seen.setdefault(path, []).append((int(line), int(line)))
+                seen.setdefault(path, []).append(Shown(int(line), int(line), "read"))
     return seen
 
 
@@ -121,9 +130,31 @@ def _check_one(cite: Citation, repo_root, seen) -> Citation:
     shown = seen.get(tools.display_path(repo_root, target), [])
     cite.seen = any(lo <= cite.end_line and cite.line <= hi for lo, hi in shown)
     if not cite.seen:
-        cite.reason = ("these lines were never read or injected in this run" if not shown else
-                       "the file was read, but not these lines: " + ", ".join(f"{lo}-{hi}" for lo, hi in shown))
+        cite.reason = "these lines were never read or injected in this run" if not shown else shown_only(shown)
     return cite
+
+
+def shown_only(shown) -> str:
+    """'only lines 12, 37, 103-118 were shown (injected: 12, 37; read: 103-118)'."""
+    kinds = {how: [s for s in shown if getattr(s, "how", "read") == how] for how in ("injected", "read")}
+    kinds = {how: spans for how, spans in kinds.items() if spans}
+    if len(kinds) == 1:
+        how = next(iter(kinds))
+        where = "injected as context; the file was never read" if how == "injected" else "read with a tool"
+    else:
+        where = "; ".join(f"{how}: {_lines(spans)}" for how, spans in kinds.items())
+    return f"only lines {_lines(shown)} were shown ({where})"
+
+
+def _lines(spans) -> str:
+    """Merged, sorted line ranges: [(12, 12), (103, 118), (104, 104)] -> '12, 103-118'."""
+    merged: list[list[int]] = []
+    for lo, hi in sorted(tuple(s) for s in spans):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in merged)
 
 
 def _count_lines(path: Path) -> tuple[int, bool]:

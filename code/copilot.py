@@ -112,10 +112,14 @@ def main(argv=None, complete=None) -> int:
                      top_k=args.top_k, use_context=not args.no_context, structured=args.structured, edits=edits)
     except KeyboardInterrupt:
         return fail("interrupted", args)
+    except BrokenPipeError:
+        raise  # the reader closed stdout (| head): llm.run_main ends quietly
     except Exception as exc:  # every way of not running ends as one clear line and exit code 2
         if os.environ.get("COPILOT_DEBUG") == "1":
             raise
         return fail(llm.describe_error(exc, settings), args)
+    if settings is not None:  # a real model ran end to end: the board's M5 stops being pending
+        report.save_last_run(result, settings.cache_dir)
     if args.save_transcript:
         problem = report.save_transcript(result, args.save_transcript)
         if problem:  # the answer is still printed below
@@ -173,7 +177,7 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
             else:
                 cited = citations.check_citations(answer, root, messages, snippets)
     except NotImplementedError as exc:  # a learner-owned function (M1-M4, S1-S3) is still a stub
-        raise llm.NotDoneYet(str(exc)) from None
+        raise llm.NotDoneYet(llm.first_not_done(str(exc))) from None
     termination = "max_steps" if capped else "invalid_answer" if final and not final.accepted else "answered"
     return report.Result(
         question=question, repo=str(root), model=getattr(settings, "model", None) or "scripted",
@@ -257,4 +261,4 @@ def fail(message: str, args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(llm.run_main(main))

@@ -17,6 +17,7 @@ Imports config and agent_loop (for bounded_reply), never copilot.
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
 import time
@@ -48,6 +49,8 @@ class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
     cost_usd: float | None = None
+    model_seconds: float = 0.0      # waiting for the provider (retries included)
+    startup_seconds: float = 0.0    # importing LiteLLM on the first call: start-up, not the model
 
     def record(self, response) -> None:
         usage = getattr(response, "usage", None)
@@ -60,6 +63,47 @@ class Usage:
 
 class NotDoneYet(NotImplementedError):
     """A learner-owned function still raises NotImplementedError; the message starts with "M<n>:"."""
+
+
+def run_main(main) -> int:
+    """Run a command-line ``main()``: a reader that closes the pipe early (``| head -3``) ends it
+    quietly, as it ends any Unix tool, instead of with a BrokenPipeError."""
+    try:
+        code = main()
+        sys.stdout.flush()
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's own flush at exit cannot fail again
+        return 141  # 128 + SIGPIPE: what a shell reports for a tool stopped by a closed pipe
+
+
+def first_not_done(raised: str) -> str:
+    """The stub message of the EARLIEST milestone whose function is still a stub, which may come
+    before the one that raised (run_agent, M4, is called first, but M1-M3 may not be done either)."""
+    import ast
+    import inspect
+    import textwrap
+
+    from harness.milestones import MILESTONES  # the course, in order (lazy: only on this error)
+
+    for milestone in MILESTONES:
+        if raised.startswith(f"{milestone.id}:"):
+            return raised
+        for qualified in milestone.functions:
+            module, name = qualified.split(".")
+            fn = getattr(sys.modules.get(module), name, None)
+            try:
+                body = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0].body
+            except (TypeError, OSError, SyntaxError, IndexError, AttributeError):
+                continue
+            body = body[1:] if body and isinstance(body[0], ast.Expr) else body  # the docstring
+            if len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.dump(body[0]):
+                try:
+                    return ast.literal_eval(body[0].exc.args[0])
+                except (AttributeError, IndexError, ValueError):
+                    return f"{milestone.id}: {qualified} is not implemented yet"
+    return raised
 
 
 def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_base=None, sleep=None):
@@ -75,7 +119,11 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
     usage = usage if usage is not None else Usage()
 
     def complete(messages, tool_schemas, tool_choice="auto"):
+        started = time.perf_counter()
         import litellm  # lazy: importing LiteLLM takes seconds, and --context-only never needs it
+
+        asked = time.perf_counter()
+        usage.startup_seconds += asked - started
 
         litellm.suppress_debug_info = True
         # A forced tool (S3) that a model cannot honour: LiteLLM downgrades it to "auto" instead of
@@ -101,6 +149,7 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
                     raise
                 waits += 1
                 (sleep or pause)(wait)
+        usage.model_seconds += time.perf_counter() - asked
         usage.record(response)
         return response.choices[0].message
 
@@ -245,11 +294,17 @@ def asked_wait(exc: BaseException) -> float | None:
 
 # --------------------------------------------------------------------------- errors as one line
 
-def describe_error(exc: BaseException, settings=None, suggest_check=True) -> str:
+CONTEXT_ONLY_NOTE = "(--context-only needs no provider)"  # the end of config.NO_PROVIDER_MESSAGE
+
+
+def describe_error(exc: BaseException, settings=None, suggest_check=True, offline: str | None = None) -> str:
     """One line for stderr that says what went wrong and what to do; never a traceback.
 
     ``suggest_check=False`` leaves out the pointer to ``--check`` (for --check's own lines).
-    """
+    ``offline``: what the calling program can do without a provider, said instead of copilot.py's
+    --context-only (evaluate.py and break_and_observe.py have no such flag)."""
+    if offline and isinstance(exc, config.ConfigError) and CONTEXT_ONLY_NOTE in str(exc):
+        return str(exc).replace(CONTEXT_ONLY_NOTE, f"({offline})")
     if isinstance(exc, NotDoneYet):
         text = str(exc)
         milestone, _, rest = text.partition(":")

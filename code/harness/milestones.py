@@ -1,8 +1,8 @@
 """The course as data: milestones in order, what each asks the learner to edit, and its hints.
 
-One table serves the pytest board, `python hints.py`, and the course checks, so the milestone
+One table serves the pytest board, `python -m pytest --hint`, and the course checks, so the milestone
 list cannot drift between them. Hints come in three tiers (a nudge, the approach, pseudo-code)
-and never contain the solution itself.
+and stop short of the solution (tier 3 comes close to it).
 """
 
 from __future__ import annotations
@@ -57,13 +57,15 @@ MILESTONES: tuple[Milestone, ...] = (
         (
             "Print type(message.tool_calls[0].function.arguments). It looks like a dict. Is it?",
             "A message with no tool calls may have no attribute, None, or []: treat all three "
-            "as 'no calls'. For each call, json.loads the arguments string. Bad JSON, or JSON "
-            "that is not an object, must not raise (json.loads raises RecursionError for very deep "
-            "nesting, which is not a ValueError): return a ToolCall with arguments={} and "
-            "error set, so the loop can tell the model what went wrong.",
+            "as 'no calls'. For each call, json.loads the arguments string (an empty string "
+            "means no arguments: {}). Bad JSON, or JSON that is not an object, must not raise "
+            "(json.loads raises RecursionError for very deep nesting, which is not a ValueError): "
+            "return a ToolCall with arguments={} and error set, so the loop can tell the model "
+            "what went wrong.",
             "calls = []\n"
             "for each raw in (message.tool_calls or []):\n"
-            "    try: args = json.loads(raw.function.arguments)\n"
+            "    text = raw.function.arguments\n"
+            "    try: args = json.loads(text) if text != '' else {}    # \"\" means no arguments\n"
             "    except invalid JSON or too deep: append ToolCall(id, name, {}, error=...); continue\n"
             "    if args is not a dict: append ToolCall(id, name, {}, error=...); continue\n"
             "    append ToolCall(raw.id, raw.function.name, args)\n"
