@@ -27,7 +27,8 @@ from typing import Callable
 
 import numpy as np
 
-from tools import BINARY_SNIFF_BYTES, is_excluded, iter_repo_files
+from tools import (BINARY_SNIFF_BYTES, MAX_WALK_DEPTH, ToolError, excluded_name, is_virtualenv, iter_repo_files,
+                   open_in_root, split_lines)
 
 MAX_INDEX_FILE_BYTES = 500_000    # bigger files are data or generated code, not answers
 # Generated, minified or translation files: big, and they drown the code in matches.
@@ -58,7 +59,7 @@ class Recipe:
     """How to turn files into chunks: supplied by context_selector.py."""
 
     version: int                                               # bump to rebuild every cached index
-    index_file: Callable[[str, str], tuple[str, FileChunks | None]]  # (path, rel) -> (hash, chunks)
+    index_file: Callable[[str, str], tuple[str, FileChunks | None]]  # (root, rel) -> (hash, chunks)
     terms_of: Callable[[str], tuple[str, ...]]                 # identifier -> the terms it counts as
 
 
@@ -69,15 +70,17 @@ def indexable(rel: str, size: int) -> bool:
     return size <= MAX_INDEX_FILE_BYTES and not rel.lower().endswith(SKIP_SUFFIXES)
 
 
-def read_bytes(path) -> bytes | None:
-    """Up to MAX_INDEX_FILE_BYTES of a file; never follows a symlink swapped in since the walk."""
-    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_BINARY", 0) | getattr(os, "O_NONBLOCK", 0)
+def read_bytes(root, rel: str) -> bytes | None:
+    """Up to MAX_INDEX_FILE_BYTES of a file, or None when the tools would refuse it.
+
+    tools.open_in_root follows no symlink at any component (the tree may have changed since the
+    walk), never blocks on a FIFO, and refuses hard-linked files and secret paths.
+    """
     try:
-        fd = os.open(path, flags)
-    except OSError:
+        with open_in_root(root, rel) as fh:
+            return fh.read(MAX_INDEX_FILE_BYTES + 1)
+    except (ToolError, OSError):
         return None
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read(MAX_INDEX_FILE_BYTES + 1)
 
 
 def as_text(data: bytes | None) -> str | None:
@@ -93,8 +96,8 @@ def content_hash(data: bytes | None) -> str:
 
 def file_lines(index: "LexicalIndex", rel: str) -> list[str]:
     """The lines of one indexed file, read again from disk (the index keeps counts, not text)."""
-    text = as_text(read_bytes(index.root / rel))
-    return [] if text is None else text.splitlines()
+    text = as_text(read_bytes(index.root, rel))
+    return [] if text is None else split_lines(text)
 
 
 # --------------------------------------------------------------------------- the index
@@ -158,12 +161,12 @@ def build_index(root, listing, recipe: Recipe) -> LexicalIndex:
 
 def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
     started = time.perf_counter()
-    wanted = [(str(p), rel) for p, rel, size, _ in listing if indexable(rel, size)]
+    wanted = [(str(p), rel) for p, rel, size, _ in listing if indexable(rel, size)]  # p: for its size
     position = {rel: i for i, (_, rel, _, _) in enumerate(listing)}
     words: dict[str, int] = defaultdict()
     words.default_factory = words.__len__  # a new identifier gets the next number
     hashes, chunk_file, spans, sizes, ids, counts = {}, array("i"), array("i"), array("i"), [], array("i")
-    for (path, rel), (digest, found) in zip(wanted, _index_all(wanted, recipe.index_file, started)):
+    for (_, rel), (digest, found) in zip(wanted, _index_all(str(root), wanted, recipe.index_file, started)):
         hashes[rel] = digest
         if found is None or not found.sizes:
             continue
@@ -204,17 +207,18 @@ def _term_map(identifiers, terms_of):
     return terms, term_ptr, np.array(word_cols, dtype=np.int64)[order], np.array(per_word, dtype=np.float32)
 
 
-def _index_all(wanted, index_file, started):
+def _index_all(root: str, wanted, index_file, started):
     """index_file for every file, in order; in worker processes when the repository is big."""
     if not wanted:
         return
     paths, rels = zip(*wanted)
+    roots = [root] * len(rels)
     pool = _worker_pool(sum(os.path.getsize(p) for p in paths))
     if pool is None:
-        yield from _with_progress(map(index_file, paths, rels), len(wanted), started)
+        yield from _with_progress(map(index_file, roots, rels), len(wanted), started)
         return
     with pool:
-        yield from _with_progress(pool.map(index_file, paths, rels, chunksize=32), len(wanted), started)
+        yield from _with_progress(pool.map(index_file, roots, rels, chunksize=32), len(wanted), started)
 
 
 def _worker_pool(total_bytes: int):
@@ -266,7 +270,7 @@ def load_index(repo_root, recipe: Recipe, cache_dir=None) -> LexicalIndex:
         return index
     started = time.time_ns()
     listing, folders = list_repo(root), list_folders(root)
-    if index is not None and _unchanged(index.files, listing, index.hashes, index.taken_ns - RACY_NS):
+    if index is not None and _unchanged(root, index.files, listing, index.hashes, index.taken_ns - RACY_NS):
         index.files = [(rel, size, mtime) for _, rel, size, mtime in listing]  # touched, not changed
     else:
         index = build_index(root, listing, recipe)
@@ -304,10 +308,10 @@ def list_folders(root: Path) -> list[tuple[str, int]]:
                 entries = [e for e in scan if e.is_dir(follow_symlinks=False)]
         except OSError:
             continue
+        depth = rel.count("/") + 1 if rel else 0
         for entry in entries:
-            parts = (*rel.split("/"), entry.name) if rel else (entry.name,)
-            if not is_excluded(parts) and not os.path.exists(os.path.join(entry.path, "pyvenv.cfg")):
-                stack.append(("/".join(parts), entry.path))
+            if depth + 1 < MAX_WALK_DEPTH and not excluded_name(entry.name) and not is_virtualenv(entry.path):
+                stack.append((f"{rel}/{entry.name}" if rel else entry.name, entry.path))
     return folders
 
 
@@ -323,7 +327,7 @@ def still_valid(index: LexicalIndex) -> bool:
             info = os.lstat(path)
             if info.st_size != size or info.st_mtime_ns != mtime:
                 return False
-            if mtime >= racy and content_hash(read_bytes(path)) != index.hashes.get(rel):
+            if mtime >= racy and content_hash(read_bytes(index.root, rel)) != index.hashes.get(rel):
                 return False
     except OSError:
         return False
@@ -342,14 +346,14 @@ def _watched(index: LexicalIndex):
     return index.memo[key]
 
 
-def _unchanged(files, listing, hashes, racy: int) -> bool:
+def _unchanged(root, files, listing, hashes, racy: int) -> bool:
     """Same files, same sizes; a file whose time changed (or is racy) is re-hashed: touched is not changed."""
     if len(files) != len(listing):
         return False
     for (rel, size, mtime), (path, now_rel, now_size, now_mtime) in zip(files, listing):
         if rel != now_rel or size != now_size:
             return False
-        if (mtime != now_mtime or mtime >= racy) and content_hash(read_bytes(path)) != hashes.get(rel, content_hash(None)):
+        if (mtime != now_mtime or mtime >= racy) and content_hash(read_bytes(root, rel)) != hashes.get(rel, content_hash(None)):
             return False
     return True
 

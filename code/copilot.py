@@ -132,9 +132,8 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
     if complete is None:
         settings = settings or config.load_settings()
         complete = llm.make_complete(settings, usage)
-    if embed is None and settings is not None and settings.embedding_model:
-        embed = context_selector.LiteLLMEmbedder(
-            settings.embedding_model, settings.embedding_api_base, settings.embedding_api_key)
+    if embed is None and settings is not None:
+        embed = context_selector.LiteLLMEmbedder.from_settings(settings)  # None without EMBEDDING_MODEL
     if cache_dir is None:
         cache_dir = settings.cache_dir if settings is not None else config.default_cache_dir()
     snippets = context_selector.select_context(question, root, k=top_k, embed=embed, cache_dir=cache_dir) if use_context else []
@@ -222,10 +221,7 @@ def check_repo(repo_root) -> Path:
 def context_only(args, root: Path) -> int:
     """--context-only: the snippets the model would get, with no model and no key."""
     settings = config.load_settings(need_model=False)
-    embed = None
-    if settings.embedding_model:
-        embed = context_selector.LiteLLMEmbedder(
-            settings.embedding_model, settings.embedding_api_base, settings.embedding_api_key)
+    embed = context_selector.LiteLLMEmbedder.from_settings(settings)
     snippets = context_selector.select_context(args.question, root, k=args.top_k, embed=embed, cache_dir=settings.cache_dir)
     if args.json:
         print(json.dumps({"question": args.question, "repo": str(root),

@@ -213,12 +213,12 @@ def test_question_intent_comes_from_the_words():
     assert cs.question_intent("How does the session cookie get signed?") == "code"
 
 
-def test_python_is_chunked_by_definition_and_bad_python_by_windows():
+def test_python_is_chunked_by_definition_even_when_it_does_not_parse():
     source = "import os\n\n\n@decorator\ndef first():\n    return 1\n\n\nclass Second:\n    x = 1\n"
     assert cs.chunk_spans("m.py", source) == [(1, 3), (4, 6), (7, 8), (9, 10)]
-    broken = "def broken(:\n" + "x = 1\n" * 200
+    broken = "def broken(:\n    '''a docstring\ndef not_a_definition():\n'''\n" + "x = 1\n" * 200
     spans = cs.chunk_spans("b.py", broken)
-    assert spans[0] == (1, cs.WINDOW_LINES) and spans[-1][1] == 201
+    assert spans[0] == (1, 4) and spans[1] == (5, 4 + cs.WINDOW_LINES) and spans[-1][1] == 204
 
 
 def test_big_class_is_chunked_by_method():
