@@ -71,7 +71,7 @@ DOC_SUFFIXES = (".rst", ".md", ".txt")
 BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
 RRF_K = 60                        # reciprocal-rank fusion constant (the usual value)
-INDEX_VERSION = 4                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
+INDEX_VERSION = 5                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
 
 DEFINITION = re.compile(r"(?:async\s+def|def|class)\b")
 TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')

@@ -110,9 +110,7 @@ def dense_scores(index: LexicalIndex, question: str, embed, cache_dir) -> np.nda
     name = getattr(embed, "name", None) or getattr(embed, "__name__", "embed")
     store = VectorStore.open(cache_dir, index.root, name)
     query = _question_vector(store, question, embed)
-    matrix = _chunk_matrix(index, store, embed)
-    norms = np.linalg.norm(matrix, axis=1) * (np.linalg.norm(query) or 1.0)
-    return (matrix @ query) / np.where(norms == 0, 1.0, norms)
+    return _unit_chunk_matrix(index, store, embed) @ (query / (np.linalg.norm(query) or 1.0))
 
 
 def record_key(kind: str, *parts) -> bytes:
@@ -143,14 +141,22 @@ def _question_vector(store: "VectorStore", question: str, embed) -> np.ndarray:
     return store.vector(key)
 
 
-def _chunk_matrix(index: LexicalIndex, store: "VectorStore", embed) -> np.ndarray:
+def _unit_chunk_matrix(index: LexicalIndex, store: "VectorStore", embed) -> np.ndarray:
+    """Every chunk's vector, scaled to length 1; kept with the index until the store starts again."""
+    memo = index.memo.get("dense")
+    if memo is not None and memo[0] is store and memo[1] == store.generation:
+        return memo[2]
     keys = chunk_keys(index)
     missing = [c for c, key in enumerate(keys) if key not in store]
     if missing:
         _embed_chunks(index, store, embed, missing, keys)
         if not all(key in store for key in keys):  # check_model started the file again mid-run
             raise EmbeddingFailed("the server changed embedding model during this run; the next run starts again")
-    return store.matrix(keys)
+    matrix = store.matrix(keys)
+    norms = np.linalg.norm(matrix, axis=1, keepdims=True)
+    unit = matrix / np.where(norms == 0, 1.0, norms)
+    index.memo["dense"] = (store, store.generation, unit)
+    return unit
 
 
 def _embed_chunks(index, store, embed, missing: list[int], keys) -> None:
@@ -221,6 +227,7 @@ class VectorStore:
         self._clear(None)
 
     def _clear(self, meta) -> None:
+        self.generation = getattr(self, "generation", 0) + 1  # vectors held before are gone
         self.meta = meta or {}
         self.rows: dict[bytes, int] = {}
         self.parts: list[np.ndarray] = []

@@ -44,6 +44,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import context_index  # noqa: E402
 import context_selector as cs  # noqa: E402
+import tools  # noqa: E402
 from retrieval_stats import CUTOFFS, bootstrap_ci, first_relevant_rank, metrics  # noqa: E402
 
 CORPUS = CODE_DIR.parent.parent / "shared" / "corpus"
@@ -165,7 +166,7 @@ def check(questions, roots) -> int:
         if "citation" in q:
             path, line = q["citation"].rsplit(":", 1)
             text = (root / path).read_text(encoding="utf-8") if (root / path).is_file() else ""
-            lines = [line.removesuffix("\r") for line in text.split("\n")]  # the tools' line numbering
+            lines = tools.split_lines(text)  # the tools' line numbering
             if not 0 < int(line) <= len(lines) or q["expect"] not in lines[int(line) - 1]:
                 print(f"  citation {q['repo']}/{q['citation']} does not contain {q['expect']!r}")
                 problems += 1
