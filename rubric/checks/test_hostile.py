@@ -339,17 +339,19 @@ def deep_chain(repo):
     """repo/d/d/.../d/deep.py, 1,100 folders deep; taken down again without recursion (rmtree recurses)."""
     chain, folder = [], repo
     try:
-        for _ in range(1_100):  # one level at a time: Path.mkdir(parents=True) itself recurses
-            folder = folder / "d"
-            folder.mkdir()
-            chain.append(folder)
-        (folder / "deep.py").write_text("DEEP = 1\n")
-    except OSError as exc:
-        pytest.skip(f"cannot build a 1,100-deep chain here: {exc}")
-    yield repo
-    (folder / "deep.py").unlink(missing_ok=True)
-    for level in reversed(chain):
-        level.rmdir()
+        try:
+            for _ in range(1_100):  # one level at a time: Path.mkdir(parents=True) itself recurses
+                folder = folder / "d"
+                folder.mkdir()
+                chain.append(folder)
+            (folder / "deep.py").write_text("DEEP = 1\n")
+        except OSError as exc:
+            pytest.skip(f"cannot build a 1,100-deep chain here: {exc}")
+        yield repo
+    finally:  # pytest's own clean-up would recurse 1,100 deep
+        (folder / "deep.py").unlink(missing_ok=True)
+        for level in reversed(chain):
+            level.rmdir()
 
 
 def test_a_1100_deep_folder_chain_does_not_crash(deep_chain):
