@@ -399,9 +399,10 @@ def _open_fd_by_path(root: Path, parts: tuple[str, ...], shown: str, want_dir: b
         raise _os_refusal(shown, exc) from None
     try:
         opened = os.fstat(fd) if fd is not None else os.stat(path)
-        # After opening: no component may be a link now, and the path must still name that file.
-        real = os.path.realpath(path)
-        if os.path.normcase(real) != os.path.normcase(str(path)) or not os.path.samestat(opened, os.stat(path)):
+        # After opening, the path must name that very file with no link on the way, checked on both
+        # sides of the identity check: a swap has to come and go between two checks to slip
+        # through. Best effort: only openat() above rules it out.
+        if not (_names_itself(path) and os.path.samestat(opened, os.stat(path)) and _names_itself(path)):
             raise OSError(errno.ELOOP, "changed while opening")
         if judge and _inside_virtualenv(root, parts if (want_dir or stat.S_ISDIR(opened.st_mode)) else parts[:-1]):
             raise ToolError(_excluded_message(repr(shown)))
@@ -419,6 +420,11 @@ def _open_fd_by_path(root: Path, parts: tuple[str, ...], shown: str, want_dir: b
         if fd is not None:
             os.close(fd)
         raise
+
+
+def _names_itself(path: Path) -> bool:
+    """True if resolving ``path`` changes nothing: no component is a link (right now)."""
+    return os.path.normcase(os.path.realpath(path)) == os.path.normcase(str(path))
 
 
 def _is_reparse_point(st) -> bool:
