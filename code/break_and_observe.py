@@ -49,6 +49,7 @@ CODE_DIR = Path(__file__).resolve().parent
 if str(CODE_DIR) not in sys.path:  # `harness` lives next to this file
     sys.path.insert(1, str(CODE_DIR))
 
+import llm  # noqa: E402  (imports config only: no lab module, no LiteLLM)
 from harness.evidence import PRICES, Evidence, observe  # noqa: E402  (one measured run)
 from harness.lab import Lab, load_lab, real_model, use_implementation  # noqa: E402
 from harness.meter import HARNESS_MAX_CALLS, HARNESS_MAX_TOKENS  # noqa: E402  (the harness's ceilings)
@@ -315,7 +316,9 @@ def main(argv=None) -> int:
         try:
             model, usage, model_label = real_model(args.model or None, args.api_base)
         except Exception as exc:  # no key, no server, bad model name: one line, no traceback
-            print(f"break_and_observe: cannot use a real model: {exc}", file=sys.stderr)
+            offline = "without --model, break_and_observe.py needs no provider: a scripted model misbehaves"
+            print(f"break_and_observe: cannot use a real model: {llm.describe_error(exc, offline=offline)}",
+                  file=sys.stderr)
             return 2
     names = list(SCENARIOS) if args.scenario == "all" else [args.scenario]
     blocks = []
@@ -324,7 +327,7 @@ def main(argv=None) -> int:
             ev = run_scenario(name, simulate=args.simulate, lab=lab, model=model, usage=usage,
                               model_label=model_label, max_calls=args.max_calls, max_tokens=args.max_tokens)
         except NotImplementedError as exc:
-            milestone, _, detail = str(exc).partition(":")
+            milestone, _, detail = llm.first_not_done(str(exc)).partition(":")
             if not re.fullmatch(r"M\d", milestone.strip()):
                 milestone, detail = "A milestone", str(exc)
             print(f"{milestone.strip()} is not done yet: {detail.strip().rstrip('.')}. Finish M1-M5 first (python -m pytest shows "
@@ -345,4 +348,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(llm.run_main(main))

@@ -24,6 +24,15 @@ READ_HEADER = re.compile(r"^\[File: (.+?) \((\d+) lines total\) - showing lines 
 SEARCH_HIT = re.compile(r"^(.+?):(\d+): ", re.M)
 
 
+class Shown(tuple):
+    """(first, last) line shown to the model, remembering how: "injected" (context) or "read" (a tool)."""
+
+    def __new__(cls, first: int, last: int, how: str):
+        span = super().__new__(cls, (first, last))
+        span.how = how
+        return span
+
+
 @dataclass
 class Citation:
     """One ``path:line`` the answer cited, and what the check found."""
@@ -41,20 +50,31 @@ class Citation:
         return self.exists and self.in_range and self.seen
 
 
-def lines_seen(messages, snippets) -> dict[str, list[tuple[int, int]]]:
-    """path -> line ranges the model was shown: injected snippets, read_file windows, search hits."""
+def lines_seen(messages, snippets, shown=None) -> dict[str, list[tuple[int, int]]]:
+    """path -> line ranges the model was shown: injected snippets, read_file windows, search hits.
+
+    What the tools showed comes from ``shown``, the record tools.recording() keeps while a run
+    goes (default: the active one): data the tools produced, never re-parsed from observation
+    text, which a file name or a file's contents could forge. Only without any record (a saved
+    transcript checked later) are the observations parsed instead.
+    """
     seen: dict[str, list[tuple[int, int]]] = {}
     for s in snippets:
-        seen.setdefault(s.path, []).append((s.start_line, s.end_line))
+        seen.setdefault(s.path, []).append(Shown(s.start_line, s.end_line, "injected"))
+    record = tools.current_record() if shown is None else shown
+    if record is not None:
+        for path, lo, hi in record:
+            seen.setdefault(path, []).append(Shown(lo, hi, "read"))
+        return seen
     for message in messages:
         if message.get("role") != "tool" or str(message.get("content", "")).startswith("Error:"):
             continue
         text = str(message["content"])
         for path, _total, lo, hi in READ_HEADER.findall(text):
-            seen.setdefault(path, []).append((int(lo), int(hi)))
+            seen.setdefault(path, []).append(Shown(int(lo), int(hi), "read"))
         if not READ_HEADER.search(text):
             for path, line in SEARCH_HIT.findall(text):
-                seen.setdefault(path, []).append((int(line), int(line)))
+                seen.setdefault(path, []).append(Shown(int(line), int(line), "read"))
     return seen
 
 
@@ -96,9 +116,13 @@ def _check_one(cite: Citation, repo_root, seen) -> Citation:
     if not target.is_file():
         cite.reason = "no such file in the repository"
         return cite
+    try:
+        total, complete = _count_lines(target)
+    except tools.ToolError:  # a FIFO, a hard-linked file, a link swapped in since resolving
+        cite.reason = "not a plain file the tools read (hard-linked, special, or changed while checked)"
+        return cite
     cite.exists = True
-    total = _count_lines(target)
-    cite.in_range = 1 <= cite.line <= cite.end_line <= total
+    cite.in_range = 1 <= cite.line <= cite.end_line and (cite.end_line <= total or not complete)
     if not cite.in_range:
         lines = f"line {cite.line} is" if cite.end_line == cite.line else f"lines {cite.line}-{cite.end_line} are"
         cite.reason = f"{lines} outside the file ({total} lines)"
@@ -106,15 +130,35 @@ def _check_one(cite: Citation, repo_root, seen) -> Citation:
     shown = seen.get(tools.display_path(repo_root, target), [])
     cite.seen = any(lo <= cite.end_line and cite.line <= hi for lo, hi in shown)
     if not cite.seen:
-        cite.reason = ("these lines were never read or injected in this run" if not shown else
-                       "the file was read, but not these lines: " + ", ".join(f"{lo}-{hi}" for lo, hi in shown))
+        cite.reason = "these lines were never read or injected in this run" if not shown else shown_only(shown)
     return cite
 
 
-def _count_lines(path: Path) -> int:
-    count, last = 0, b""
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            count += chunk.count(b"\n")
-            last = chunk[-1:]
-    return count + (1 if last not in (b"", b"\n") else 0)
+def shown_only(shown) -> str:
+    """'only lines 12, 37, 103-118 were shown (injected: 12, 37; read: 103-118)'."""
+    kinds = {how: [s for s in shown if getattr(s, "how", "read") == how] for how in ("injected", "read")}
+    kinds = {how: spans for how, spans in kinds.items() if spans}
+    if len(kinds) == 1:
+        how = next(iter(kinds))
+        where = "injected as context; the file was never read" if how == "injected" else "read with a tool"
+    else:
+        where = "; ".join(f"{how}: {_lines(spans)}" for how, spans in kinds.items())
+    return f"only lines {_lines(shown)} were shown ({where})"
+
+
+def _lines(spans) -> str:
+    """Merged, sorted line ranges: [(12, 12), (103, 118), (104, 104)] -> '12, 103-118'."""
+    merged: list[list[int]] = []
+    for lo, hi in sorted(tuple(s) for s in spans):
+        if merged and lo <= merged[-1][1] + 1:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in merged)
+
+
+def _count_lines(path: Path) -> tuple[int, bool]:
+    """Lines in the file as tools.split_lines counts them, through the race-safe opener (no link
+    followed, no FIFO waited on), reading at most tools.MAX_SCAN_BYTES: (count, complete)."""
+    with tools.open_resolved(path) as fh:
+        return tools.count_lines(fh)

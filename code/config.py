@@ -22,6 +22,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 # LiteLLM downloads a model price list when it is imported (a 5 s stall offline). Only the exact
 # value "True" switches that off, and it must be set before `import litellm`: this module is
@@ -197,6 +198,37 @@ def load_settings(model=None, api_base=None, env=None, need_model=True, env_file
         embedding_document_prefix=env.get("EMBEDDING_DOCUMENT_PREFIX") or "",
         embedding_input_types=input_types(env.get("EMBEDDING_INPUT_TYPES")),
     )
+
+
+def base_url_problems(model: str | None, api_base: str | None) -> list[str]:
+    """The common wrong forms of COPILOT_API_BASE for ``model``'s provider, one sentence each.
+
+    LiteLLM appends each provider's own path to the base, so a wrong form is not refused here: it
+    becomes a misleading 404 ("the provider does not know the model") at the first request.
+    """
+    prefix = model.split("/", 1)[0] if model and "/" in model else ""
+    problems = []
+    if prefix == "ollama":
+        problems.append("ollama/ puts the tools into the prompt and returns raw JSON as the answer: use "
+                        "ollama_chat/<model>, which sends real tool calls to Ollama's /api/chat")
+    path = urlsplit(api_base).path.rstrip("/") if api_base else None
+    if path is None:
+        return problems
+    if prefix == "anthropic" and path.endswith(("/v1", "/v1/messages")):
+        problems.append(f"Anthropic's base URL is the bare host, e.g. https://api.anthropic.com (LiteLLM adds "
+                        f"/v1/messages, so {api_base} asks for .../v1/v1/messages)")
+    elif prefix == "gemini" and not path.endswith("/v1beta"):
+        problems.append("Gemini's base URL ends in /v1beta, e.g. https://generativelanguage.googleapis.com/v1beta "
+                        "(LiteLLM adds /models/<model>:generateContent)")
+    elif prefix in ("ollama", "ollama_chat") and path.endswith(("/v1", "/api", "/api/chat")):
+        problems.append("Ollama's base URL is the bare host, e.g. http://localhost:11434, with no /v1 or /api "
+                        "(LiteLLM adds /api/chat)")
+    elif prefix in ("openai", "hosted_vllm", "") and not path.endswith("/v1"):
+        problems.append("an OpenAI-compatible base URL usually ends in /v1, e.g. http://localhost:8000/v1 "
+                        "(LiteLLM adds /chat/completions)")
+    elif prefix == "groq" and (not path.endswith("/v1") or "groq.com" in api_base and path != "/openai/v1"):
+        problems.append("Groq's base URL is https://api.groq.com/openai/v1; leave COPILOT_API_BASE unset for Groq")
+    return problems
 
 
 def input_types(value: str | None) -> tuple[str, ...]:

@@ -9,7 +9,8 @@ How (the retrieval you built in Projects 03/04, applied to source files), in the
   2. Chunk: Python by top-level function and class (a big class by method), the
      lines between them as their own chunks; other text files by windows of lines.
   3. Score: embed every chunk and the question as vectors, and rank chunks by their dot product,
-     scaled by the file's role (source 1.0; tests and docs 0.7; changelogs 0.5).
+     scaled by the file's role (source 1.0; docs 0.7; tests and changelogs 0.5; a question
+     about tests puts tests at 1.0 and source at 0.7, a how-to question docs at 1.0).
   4. Pick the best chunks of the top-k files, within a character budget.
   5. Render them with line numbers, the way read_file shows a file.
 
@@ -56,7 +57,13 @@ WINDOW_OVERLAP = 10               # so an answer on a window edge is whole in on
 PATH_WEIGHT = 5                   # a file name is strong evidence: its words count 5 times (bench/bench_retrieval.py)
 # Questions to a coding copilot are mostly about what the code does: when a source file and a test,
 # a doc page or a changelog match equally well, show the source (MRR 0.55 -> 0.79 in bench_retrieval.py).
-ROLE_WEIGHTS = {"source": 1.0, "test": 0.7, "doc": 0.7, "changelog": 0.5}
+ROLE_WEIGHTS = {"source": 1.0, "test": 0.5, "doc": 0.7, "changelog": 0.5}
+# ...unless the question says what it wants (question_intent): one about tests puts tests first
+# (bench_retrieval.py, test questions: MRR 0.34 -> 0.82), a how-to question puts docs level with source.
+INTENT_WEIGHTS = {"test": {"source": 0.7, "test": 1.0}, "howto": {"doc": 1.0}}
+TEST_WORDS = frozenset({"test", "tests", "tested", "testing"})
+# "How do I deploy..." asks how to use something (docs); "How does X work?" asks what the code does.
+HOWTO = re.compile(r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentation|documented|tutorial)\b", re.IGNORECASE)
 CHANGELOG_NAMES = re.compile(r"(history|changes|changelog|news)(\.(md|rst|txt))?$", re.IGNORECASE)
 TEST_DIRS = frozenset({"test", "tests", "testing"})
 DOC_DIRS = frozenset({"doc", "docs", "examples"})
@@ -108,11 +115,11 @@ def select_context(question, repo_root, k=DEFAULT_TOP_FILES, embed=None, cache_d
     index = load_index(repo_root, cache_dir)                  # 1-2. walk and chunk (cached)
     if index.n_chunks == 0 or k < 1:
         return []
-    terms = question_terms(question)
-    scores = score_chunks(index, terms)                       # 3. score
+    terms, intent = question_terms(question), question_intent(question)
+    scores = score_chunks(index, terms, intent)               # 3. score
     if embed is not None:                                     #    + dense vectors, if configured
         try:
-            dense = dense_scores(index, question, embed, cache_dir) * role_prior(index)
+            dense = dense_scores(index, question, embed, cache_dir) * role_prior(index, intent)
         except EmbeddingFailed as exc:  # the run goes on: lexical context is still good context
             print(f"context: embeddings unavailable ({exc}); using lexical context only", file=sys.stderr)
         else:
@@ -131,24 +138,37 @@ _terms_memo: dict[str, tuple[str, ...]] = {}
 
 
 def identifier_terms(word: str) -> tuple[str, ...]:
-    """'SecureCookieSession' -> ('securecookiesession', 'secure', 'cookie', 'session').
+    """'SecureCookieSession' -> ('securecookiesession', 'secure', 'cookie', 'session'); 'Cookies' -> ('cookie',).
 
-    The whole identifier (lowercased) plus its snake_case / CamelCase parts, plurals folded
-    ('cookies' -> 'cookie'). Memoized: a repository repeats the same identifiers endlessly.
+    An identifier made of several snake_case / CamelCase parts counts as itself (lowercased: the
+    exact name is strong evidence) and as each part, plurals folded. A plain word counts once, as
+    its singular: a plural in a question must not count twice. Memoized: a repository repeats the
+    same identifiers endlessly.
     """
     terms = _terms_memo.get(word)
     if terms is None:
         whole = word.lower()
-        parts = [_fold_plural(p.lower()) for p in IDENTIFIER_PART.findall(word) if len(p) > 1]
-        terms = tuple(dict.fromkeys([whole, *parts]))
+        pieces = [p.lower() for p in IDENTIFIER_PART.findall(word) if len(p) > 1]
+        parts = [_fold_plural(p) for p in pieces]
+        if pieces == [whole.strip("_")]:
+            terms = tuple(parts)  # a plain word ('cookies', '_cache', 'HTTP')
+        else:
+            terms = tuple(dict.fromkeys([whole, *parts]))
         _terms_memo[word] = terms
     return terms
 
 
 def _fold_plural(word: str) -> str:
-    if len(word) > 3 and word.endswith("s") and not word.endswith("ss"):
-        return word[:-1]
-    return word
+    """'cookies' -> 'cookie', 'queries' -> 'query', 'classes' -> 'class', 'matches' -> 'match';
+    'status', 'this', 'class' stay as they are. English plurals, roughly: a wrong fold costs little
+    as long as question and code fold the same way."""
+    if len(word) <= 3 or not word.endswith("s") or word.endswith(("ss", "us", "is")):
+        return word
+    if word.endswith("ies") and len(word) > 4 and not word.endswith(("kies", "vies")):  # not cookies, movies
+        return word[:-3] + "y"
+    if word.endswith(("sses", "xes", "shes", "ches")) and not word.endswith("aches"):  # not caches
+        return word[:-2]
+    return word[:-1]
 
 
 def question_terms(question: str) -> list[str]:
@@ -156,6 +176,18 @@ def question_terms(question: str) -> list[str]:
     words = [w for w in IDENTIFIER.findall(question) if w.lower() not in STOPWORDS]
     terms = (t for w in words for t in identifier_terms(w))
     return [t for t in dict.fromkeys(terms) if t not in STOPWORDS]
+
+
+def question_intent(question: str) -> str:
+    """'test' when the question asks about tests ("Where is slugify tested?"), 'howto' when it asks
+    how to do something ("How do I deploy with gunicorn?"), else 'code'.
+
+    Picks the file-role weights (INTENT_WEIGHTS). 'test_client' is an identifier, not the word.
+    """
+    words = {w.lower() for w in IDENTIFIER.findall(question)}
+    if words & TEST_WORDS:
+        return "test"
+    return "howto" if HOWTO.search(question) else "code"
 
 
 # --------------------------------------------------------------------------- chunking
@@ -283,9 +315,9 @@ RECIPE = context_index.Recipe(INDEX_VERSION, index_file, identifier_terms)
 
 # --------------------------------------------------------------------------- scoring
 
-def score_chunks(index: LexicalIndex, terms) -> np.ndarray:
+def score_chunks(index: LexicalIndex, terms, intent: str = "code") -> np.ndarray:
     """BM25 score of every chunk (the dot product of the question's and the chunk's vectors),
-    times the chunk's file-role weight (ROLE_WEIGHTS).
+    times the chunk's file-role weight (ROLE_WEIGHTS, with the question intent's INTENT_WEIGHTS).
 
     Chunk side: the term's count, saturated and length-adjusted. Question side: the term's
     rarity (IDF), so "session" outweighs "get".
@@ -302,15 +334,16 @@ def score_chunks(index: LexicalIndex, terms) -> np.ndarray:
         df = np.count_nonzero(counts)
         idf = np.log1p((index.n_chunks - df + 0.5) / (df + 0.5))
         total += idf * counts * (BM25_K1 + 1) / (counts + norm)
-    return total * role_prior(index)
+    return total * role_prior(index, intent)
 
 
-def role_prior(index: LexicalIndex) -> np.ndarray:
-    """Per chunk: its file's ROLE_WEIGHTS entry."""
-    prior = index.memo.get("role_prior")
+def role_prior(index: LexicalIndex, intent: str = "code") -> np.ndarray:
+    """Per chunk: its file's role weight for a question of this intent (see question_intent)."""
+    prior = index.memo.get(f"role_prior:{intent}")
     if prior is None:
-        role_weight = np.array([ROLE_WEIGHTS[file_role(f[0])] for f in index.files] or [1.0])
-        prior = index.memo["role_prior"] = role_weight[index.chunk_file]
+        weights = {**ROLE_WEIGHTS, **INTENT_WEIGHTS.get(intent, {})}
+        role_weight = np.array([weights[file_role(f[0])] for f in index.files] or [1.0])
+        prior = index.memo[f"role_prior:{intent}"] = role_weight[index.chunk_file]
     return prior
 
 

@@ -109,7 +109,7 @@ def main(argv=None) -> int:
             model_label = "scripted runs, NOT model output (eval/scripted_runs.py)"
             runs = {f"scripted {r}": evaluate_scripted(questions, repo, set_name, r, **options) for r in args.runs}
     except NotImplementedError as exc:
-        milestone, _, detail = str(exc).partition(":")
+        milestone, _, detail = llm.first_not_done(str(exc)).partition(":")
         print(f"{milestone.strip()} is not done yet: {detail.strip().rstrip('.')}. evaluate.py runs your "
               "copilot, so finish M1-M5 first (python -m pytest shows where you are), or add --reference.",
               file=sys.stderr)
@@ -118,7 +118,8 @@ def main(argv=None) -> int:
         print(f"evaluate: {exc}", file=sys.stderr)
         return 2
     except Exception as exc:  # no provider, authentication, unreachable server: one line, no traceback
-        print(f"evaluate: {llm.describe_error(exc)}", file=sys.stderr)
+        offline = "without --model, evaluate.py needs no provider: it scores the scripted runs"
+        print(f"evaluate: {llm.describe_error(exc, offline=offline)}", file=sys.stderr)
         return 2
     if args.json:
         print(json.dumps({
@@ -133,4 +134,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    sys.exit(llm.run_main(main))

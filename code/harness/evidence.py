@@ -199,9 +199,12 @@ def _runaway(ev, ws, meter, observer, scripted):
                 f"running, it would fill {price[0]}'s {CONTEXT_WINDOW:,}-token window after about "
                 f"{calls:,} calls, having sent ~{sent:,.0f} input tokens "
                 f"(${sent * price[1] / 1e6:,.2f} at that price; ${sent * PRICES[1][1] / 1e6:,.2f} at {PRICES[1][0]}'s)")))
-    ev.verdict = ("the failure happened: the loop never stopped by itself; only the harness ceiling ended it"
-                  if ev.failure_observed else
-                  f"no runaway: the run ended by itself ({ev.ended}); the cap is still in place")
+    if ev.failure_observed:
+        ev.verdict = "the failure happened: the loop never stopped by itself; only the harness ceiling ended it"
+    elif ev.ended == "max_steps":
+        ev.verdict = f"no runaway: the loop stopped itself after {ev.steps} model calls; the cap is still in place"
+    else:  # answered, crashed, rejected: the cap was never put to the test
+        ev.verdict = f"no runaway observed: the run ended ({ev.ended}) before any cap was tested"
 
 
 def _escape(ev, ws, meter, observer, scripted):
@@ -266,21 +269,35 @@ def _amnesia(ev, ws, meter, observer, scripted):
         ev.verdict = ("the failure happened: the tool ran but its result never reached the model, and a real "
                       "provider refuses such a conversation (400) before the model can even repeat itself")
     else:
-        ev.verdict = ("the failure happened: the tools ran, but the model never saw a single result and "
-                      "kept asking for the same thing")
+        ev.verdict = ("the failure happened: the tools ran, but the model never saw a single result"
+                      + (f" and repeated itself {ev.repeats} times" if ev.repeats else ""))
 
 
 def _raw_arguments(ev, ws, meter, observer, scripted):
-    first_error = next((e.result for e in observer.executed if (e.result or "").startswith("Error:")), "")
+    requested = len(meter.requested)
+    # What the model was told: an error may come from dispatch_tool or from the loop itself (call.error).
+    told = [text for request in meter.requests for text in request.tool_texts]
+    first_error = next((t for t in [e.result or "" for e in observer.executed] + told if t.startswith("Error:")), "")
     arg_types = sorted({type(e.args).__name__ for e in observer.executed})
-    ev.details.append(("arguments", f"dispatch_tool received {', '.join(arg_types) or 'nothing'}"))
+    ev.details.append(("arguments", f"dispatch_tool received {', '.join(arg_types)}" if arg_types else
+                       f"none of the {requested} requested calls reached dispatch_tool"))
     if first_error:
         ev.details.append(("first error", ws.hide(first_error)[:120]))
     valid = ev.tool_calls - ev.tool_errors
-    ev.details.append(("valid calls", f"{valid} of {ev.tool_calls}"))
-    ev.failure_observed = ev.ended == "crashed" or (ev.tool_calls > 0 and valid == 0)
-    ev.verdict = ("the failure happened: no tool call could run, because the arguments arrived as a "
-                  "string" if ev.failure_observed else "no failure: the arguments arrived as a dict")
+    ev.details.append(("valid calls", f"{valid} of {requested} requested"))
+    ev.failure_observed = ev.ended == "crashed" or (requested > 0 and valid == 0)
+    if ev.ended == "crashed":
+        ev.verdict = f"the failure happened: the run crashed ({ev.ended_detail})"
+    elif ev.failure_observed and ev.tool_calls:
+        ev.verdict = "the failure happened: no tool call could run, because the arguments arrived as a string"
+    elif ev.failure_observed:
+        ev.verdict = (f"the failure happened: none of the {requested} requested calls ran, because their "
+                      "arguments never became a dict; each came back as an error"
+                      + (f" and the model repeated itself {ev.repeats} times" if ev.repeats else ""))
+    elif valid < requested:
+        ev.verdict = f"no failure, but only {valid} of {requested} requested calls ran"
+    else:
+        ev.verdict = "no failure: every call's arguments arrived as a dict, and every call ran"
 
 
 def _vague_tools(ev, ws, meter, observer, scripted):

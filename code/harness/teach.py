@@ -12,6 +12,12 @@ import pytest
 
 from harness.milestones import LEARNER_FUNCTIONS, Milestone
 
+
+class CannotRun(pytest.fail.Exception):
+    """The function under test cannot be reached (renamed, deleted, or its module does not import):
+    the board shows this once and the milestone's other tests wait for it."""
+
+
 def learner(qualified: str):
     """Return the function ``module.name`` from the implementation under test.
 
@@ -22,18 +28,18 @@ def learner(qualified: str):
     try:
         module = importlib.import_module(module_name)
     except SyntaxError as exc:
-        pytest.fail(
+        raise CannotRun(
             f"code/{module_name}.py does not import: SyntaxError on line {exc.lineno}: {exc.msg}.\n"
             f"  Fix that line, then run the tests again.",
             pytrace=False,
-        )
+        ) from None
     except ImportError as exc:
-        pytest.fail(f"code/{module_name}.py does not import: {exc}.", pytrace=False)
+        raise CannotRun(f"code/{module_name}.py does not import: {exc}.", pytrace=False) from None
     fn = getattr(module, func_name, None)
     if not callable(fn):
         milestone = LEARNER_FUNCTIONS.get(qualified)
         where = f" ({milestone.id})" if milestone else ""
-        pytest.fail(
+        raise CannotRun(
             f"code/{module_name}.py has no function {func_name}{where}.\n"
             f"  The tests, copilot.py and the lesson all call {qualified} by that name.\n"
             f"  Did you rename or delete it? `git diff code/{module_name}.py` shows what changed.",

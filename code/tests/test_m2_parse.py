@@ -96,6 +96,16 @@ def test_malformed_json_is_marked_not_raised(parse):
           "catch json.JSONDecodeError (a ValueError) and set error=...")
 
 
+def test_empty_arguments_string_means_no_arguments(parse):
+    """Some providers send "" for a call without arguments: that is {} with no error, not broken JSON."""
+    msg = turn(call("list_directory", raw="", call_id="none"))
+    called = "parse_tool_calls(<message with list_directory, arguments=''>)"
+    calls = parsed(parse, msg, called)
+    check(len(calls) == 1 and calls[0].arguments == {} and not calls[0].error, M2, FN, called,
+          "ToolCall(id='none', name='list_directory', arguments={}, error=None)", show(calls),
+          "json.loads('') raises; treat an empty string as {} before parsing (lesson: Section 3, Implementation Details)")
+
+
 @pytest.mark.parametrize("raw", ['["config.py"]', '"config.py"', "42", "null"])
 def test_json_that_is_not_an_object_is_marked(parse, raw):
     """Valid JSON that is not an object (list, string, number, null) is marked with an error too."""

@@ -140,17 +140,33 @@ def test_parallel_calls_are_all_answered_in_order(run_agent, fixture_repo):
           "loop over every parsed call, not just the first")
 
 
-def test_bad_json_reaches_the_model_as_an_observation(run_agent, fixture_repo):
-    """Broken arguments do not crash the run: the model is told, and can try again."""
-    model = ScriptedModel([turn(call("read_file", raw='{"path": "shop/models.py"', call_id="b1")),
-                           turn(call("read_file", {"path": "shop/models.py"}, call_id="b2")),
+@pytest.mark.parametrize("tool,raw,valid,output", [
+    ("read_file", '{"path": "shop/models.py"', {"path": "shop/models.py"}, "price: float"),
+    ("list_directory", '{"path": "shop"', {"path": "shop"}, "[Directory:"),
+], ids=["read_file", "list_directory"])
+def test_bad_json_reaches_the_model_as_an_observation(run_agent, fixture_repo, loop_module, monkeypatch,
+                                                      tool, raw, valid, output):
+    """Broken arguments are not dispatched: the model is told they did not parse, and can try again."""
+    tools = importlib.import_module("tools")
+    ran = []  # the arguments each real run of the tool received
+    real = tools.TOOL_FUNCTIONS[tool]
+    monkeypatch.setitem(tools.TOOL_FUNCTIONS, tool, lambda root, **args: ran.append(args) or real(root, **args))
+    model = ScriptedModel([turn(call(tool, raw=raw, call_id="b1")), turn(call(tool, valid, call_id="b2")),
                            answer("price")])
-    called = "run_agent(messages, fixture_repo, <model: broken JSON, then a valid call, then answer>)"
+    called = f"run_agent(messages, fixture_repo, <model: {tool} with broken JSON {raw!r}, then a valid call, then answer>)"
     result, _ = drive(run_agent, model, fixture_repo, called)
     first = tool_messages(model.requests[1])
     check(len(first) == 1 and first[0]["tool_call_id"] == "b1" and first[0]["content"].startswith("Error:"),
           M4, FN, called, "the 2nd request answers b1 with 'Error: ...'", show(first),
           "a ToolCall with .error set gets 'Error: ' + its error as the result; don't dispatch it")
+    error = loop_module.parse_tool_calls(turn(call(tool, raw=raw, call_id="b1")))[0].error
+    content = first[0]["content"]
+    check(bool(error) and error in content and output not in content, M4, FN, called,
+          f"b1's result carries the parse error ({show(error)}) and no output of {tool}",
+          show(content), "if call.error: the result is 'Error: ' + call.error; dispatch_tool only for calls without one")
+    check(all(args == valid for args in ran), M4, FN, called, f"{tool} ran only with the valid arguments {valid}",
+          f"{tool} ran with {show(ran)}", "a call whose arguments did not parse must not reach the tool: "
+          "with arguments={} list_directory would list the top level")
     check(result == "price", M4, FN, called, "the run continues to the answer 'price'", show(result),
           "after an error observation, loop again: the model can correct itself")
 

@@ -220,8 +220,8 @@ def test_live_provider_answers_with_a_grounded_citation(tmp_path, monkeypatch):
     config = importlib.import_module("config")
     try:
         settings = config.load_settings()
-    except config.ConfigError as exc:
-        pytest.skip(f"no provider configured: {exc}")
+    except config.ConfigError:
+        pytest.skip("live test skipped: no provider configured (see code/.env.example)")
     copilot = importlib.import_module("copilot")
     result = copilot.run(QUESTION, FIXTURE_REPO, settings=settings)
     grounded = [c for c in result.citations if c.grounded]

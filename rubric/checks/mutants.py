@@ -119,6 +119,20 @@ if not raws:
 raw = raws[0]
 return [ToolCall(raw.id, raw.function.name, json.loads(raw.function.arguments))]
 """, ("test_parallel_calls_keep_their_order",)),
+    Mutant("empty arguments treated as broken JSON", "agent_loop.py", "parse_tool_calls", """
+calls = []
+for raw in getattr(message, "tool_calls", None) or []:
+    try:
+        arguments = json.loads(raw.function.arguments)
+    except (TypeError, ValueError) as exc:
+        calls.append(ToolCall(raw.id, raw.function.name, {}, f"arguments are not valid JSON ({exc})"))
+        continue
+    if not isinstance(arguments, dict):
+        calls.append(ToolCall(raw.id, raw.function.name, {}, "arguments must be a JSON object"))
+        continue
+    calls.append(ToolCall(raw.id, raw.function.name, arguments))
+return calls
+""", ("test_empty_arguments_string_means_no_arguments",)),
     Mutant("tool errors propagate", "tools.py", "dispatch_tool", """
 fn = TOOL_FUNCTIONS.get(name)
 if fn is None:
@@ -197,6 +211,19 @@ for _ in range(max_steps):
         messages.append(tool_result(call.id, dispatch_tool(call.name, call.arguments, repo_root)))
 return MAX_STEPS_REACHED
 """, ("test_bad_json_reaches_the_model_as_an_observation",)),
+    Mutant("dispatches unparsable calls", "agent_loop.py", "run_agent", """
+for _ in range(max_steps):
+    message = complete(messages, TOOL_SCHEMAS)
+    calls = parse_tool_calls(message)
+    if not calls:
+        messages.append({"role": "assistant", "content": message.content or ""})
+        return message.content or ""
+    messages.append(assistant_turn(message))
+    for call in calls:
+        messages.append(tool_result(call.id, dispatch_tool(call.name, call.arguments, repo_root)))
+return MAX_STEPS_REACHED
+""", ("test_bad_json_reaches_the_model_as_an_observation[read_file]",
+      "test_bad_json_reaches_the_model_as_an_observation[list_directory]")),
 )
 
 

@@ -8,8 +8,8 @@
   is caught by the test whose name describes it (so no guiding test is one that cannot fail);
 - the M1-M4 tests never import litellm.
 
-Run with the maintainer command in README.md (these files are not collected by a learner's
-plain `python -m pytest`).
+Run with the maintainer command in README.md. These files are collected only when their folder
+is named on the command line: a learner's `python -m pytest` or `python -m pytest .` leaves them out.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from __future__ import annotations
 import ast
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -148,13 +149,14 @@ def _copy_reference(tmp_path: Path) -> Path:
     return impl
 
 
-def test_a_renamed_function_gets_a_friendly_message(tmp_path):
+def test_a_renamed_function_gets_a_friendly_message_once(tmp_path):
     impl = _copy_reference(tmp_path)
     path = impl / "tools.py"
     path.write_text(path.read_text().replace("def safe_resolve(", "def safe_resolve_path("))
-    _, record = run_pytest(["--impl-dir", str(impl), "code/tests/test_m1_sandbox.py"], tmp_path)
-    first = next(t for t in record["tests"] if t["outcome"] == "failed")
-    assert "code/tools.py has no function safe_resolve" in first["message"], first["message"]
+    proc, record = run_pytest(["--impl-dir", str(impl), "code/tests/test_m1_sandbox.py"], tmp_path)
+    failed = [t for t in record["tests"] if t["outcome"] == "failed"]
+    assert len(failed) == 1 and "code/tools.py has no function safe_resolve" in failed[0]["message"], failed
+    assert proc.stdout.count("has no function safe_resolve") == 1, proc.stdout[-3000:]
 
 
 def test_a_syntax_error_gets_a_friendly_message(tmp_path):
@@ -166,6 +168,39 @@ def test_a_syntax_error_gets_a_friendly_message(tmp_path):
     assert "code/agent_loop.py does not import: SyntaxError on line" in first["message"], first["message"]
 
 
+def _break_syntax_inside(path: Path, function: str) -> None:
+    """Make the first statement of ``function`` an unclosed parenthesis."""
+    source = path.read_text(encoding="utf-8")
+    node = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == function)
+    lines = source.splitlines(keepends=True)
+    lines.insert(node.body[0].end_lineno, "    broken = (\n")
+    path.write_text("".join(lines), encoding="utf-8")
+
+
+def test_a_syntax_error_is_shown_once_and_the_board_stays_on_its_milestone(tmp_path):
+    """A learner on M3 breaks dispatch_tool: one message (not one per test), and the board says M3."""
+    impl = _copy_reference(tmp_path)
+    _break_syntax_inside(impl / "tools.py", "dispatch_tool")
+    proc, record = run_pytest(["--impl-dir", str(impl), "code/tests"], tmp_path)
+    failed = [t for t in record["tests"] if t["outcome"] == "failed"]
+    assert len(failed) == 1 and "code/tools.py does not import: SyntaxError" in failed[0]["message"], failed
+    assert proc.stdout.count("SyntaxError") == 1, proc.stdout[-3000:]
+    here = [line for line in proc.stdout.splitlines() if "you are here" in line]
+    assert len(here) == 1 and here[0].startswith("M3 ") and "tools.dispatch_tool" in here[0], proc.stdout[-2000:]
+    assert proc.returncode == 1 and "Traceback" not in proc.stdout
+
+
+def test_the_teaching_block_comes_first_and_alone(tmp_path):
+    """A failure reported from inside an except block shows no chained exception before the lesson."""
+    impl = tmp_path / "impl"
+    impl.mkdir()
+    _plant(next(m for m in MUTANTS if m.name == "crashes on unparsed arguments"), impl)
+    proc, _ = run_pytest(["--impl-dir", str(impl), "code/tests/test_m4_loop.py"], tmp_path)
+    assert "During handling of the above exception" not in proc.stdout, proc.stdout[-3000:]
+    after = proc.stdout.split("test_bad_json_reaches_the_model_as_an_observation[read_file] ", 1)[1]
+    assert after.lstrip("_ \n").startswith("M4 (The loop) - agent_loop.run_agent"), after[:600]
+
+
 @pytest.mark.parametrize("cwd", [".", "code"])
 def test_learner_command_works_from_the_root_and_from_code(cwd):
     env = {k: v for k, v in os.environ.items() if k != "LESSON06_IMPL"}
@@ -174,3 +209,40 @@ def test_learner_command_works_from_the_root_and_from_code(cwd):
     assert proc.returncode == 1, proc.stdout[-2000:]
     assert "Lesson 06 milestones" in proc.stdout and "you are here: edit tools.safe_resolve" in proc.stdout, proc.stdout[-2000:]
     assert "NOT DONE YET: M1" in proc.stdout and "Traceback" not in proc.stdout
+
+
+def test_live_without_a_provider_says_so_and_claims_nothing(tmp_path):
+    """`python -m pytest -m live` with no key: the board says why nothing ran, never "all pass"."""
+    from harness.offline import offline_env
+
+    env = {k: v for k, v in offline_env(tmp_path / "cache").items() if k != "LESSON06_IMPL"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "-m", "live"], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=120)
+    assert "live test skipped: no provider configured (see code/.env.example)" in proc.stdout, proc.stdout[-2000:]
+    assert "all selected milestones pass" not in proc.stdout and "locked" not in proc.stdout, proc.stdout[-2000:]
+
+
+def test_a_whole_tree_collection_leaves_the_course_checks_out():
+    """`python -m pytest .` (or an IDE collecting everything) never runs rubric/checks on a learner's
+    work in progress; naming the folder, as the maintainer command does, still does."""
+    env = {k: v for k, v in os.environ.items() if k != "LESSON06_IMPL"}
+
+    def collected(*args):
+        proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--collect-only", "-q", *args],
+                              cwd=REPO_ROOT, env=env, capture_output=True, text=True, timeout=120)
+        return proc.stdout, [line for line in proc.stdout.splitlines() if re.match(r"\S+\.py(::\S+|: \d+)$", line)]
+
+    out, whole = collected(".")
+    assert whole and not [n for n in whole if n.startswith("rubric/")], out[-2000:]
+    assert "rubric/checks not collected" in out, out[-2000:]
+    _, named = collected("code/tests", "rubric/checks")
+    assert any(n.startswith("rubric/checks/test_course.py") for n in named), named
+
+
+@pytest.mark.parametrize("value,code", [("M9", 4), ("M2:2", 0)])
+def test_an_unknown_hint_milestone_is_an_error(value, code):
+    env = {k: v for k, v in os.environ.items() if k != "LESSON06_IMPL"}
+    proc = subprocess.run([sys.executable, "-m", "pytest", "-p", "no:cacheprovider", "--hint", value], cwd=REPO_ROOT,
+                          env=env, capture_output=True, text=True, timeout=60)
+    assert proc.returncode == code, proc.stdout + proc.stderr
+    assert ("No milestone 'M9'" in proc.stderr) if code else ("Hint 2 of 3" in proc.stdout)

@@ -177,6 +177,14 @@ def test_identifiers_split_into_words():
     assert "why" not in cs.question_terms("why does config default to Groq?")
 
 
+def test_plurals_fold_once_and_only_plurals():
+    assert [cs.identifier_terms(w) for w in ("cookies", "queries", "classes", "caches")] == [
+        ("cookie",), ("query",), ("class",), ("cache",)]
+    assert [cs.identifier_terms(w) for w in ("this", "status", "class", "analysis")] == [
+        ("this",), ("status",), ("class",), ("analysis",)]
+    assert cs.question_terms("session cookies") == ["session", "cookie"]  # a plural counts once
+
+
 @pytest.mark.parametrize("rel,role", [
     ("src/flask/sessions.py", "source"), ("tests/test_basic.py", "test"), ("pkg/test_utils.py", "test"),
     ("conftest.py", "test"), ("docs/config.rst", "doc"), ("README.md", "doc"), ("HISTORY.md", "changelog"),
@@ -193,6 +201,16 @@ def test_source_outranks_a_test_that_matches_as_well(tmp_path):
     (tmp_path / "auth.py").write_text(body)
     snippets = cs.select_context("how is the refresh token rotated?", tmp_path, k=2, cache_dir=tmp_path / "cache")
     assert [s.path for s in snippets][:2] == ["auth.py", "tests/auth.py"]
+    asked = cs.select_context("which test covers rotating the refresh token?", tmp_path, k=2, cache_dir=tmp_path / "cache")
+    assert [s.path for s in asked][:2] == ["tests/auth.py", "auth.py"]  # a question about tests wants the test
+
+
+def test_question_intent_comes_from_the_words():
+    assert cs.question_intent("Where is slugify tested?") == "test"
+    assert cs.question_intent("Which tests cover the paginator?") == "test"
+    assert cs.question_intent("How does the test_client fixture work?") == "code"  # an identifier, not the word
+    assert cs.question_intent("How do I deploy with gunicorn?") == "howto"  # usage: docs count as much as code
+    assert cs.question_intent("How does the session cookie get signed?") == "code"
 
 
 def test_python_is_chunked_by_definition_even_when_it_does_not_parse():

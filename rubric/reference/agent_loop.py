@@ -146,6 +146,8 @@ def parse_tool_calls(message) -> list[ToolCall]:
                   ``.function.name`` and ``.function.arguments``, which is a JSON *string*.
         returns   one ToolCall per requested call, in order, with ``arguments`` as a dict;
                   [] when there are no tool calls (attribute missing, None, or []).
+                  An empty string ``""`` (some providers send it for a call without
+                  arguments) means ``{}``, with no error.
         never     raises for bad arguments: malformed JSON, JSON nested too deeply to parse
                   (``json.loads`` raises RecursionError, which is not a ValueError), a number
                   too long to convert (over 4,300 digits: ValueError), or JSON that is not an
@@ -185,8 +187,8 @@ def run_agent(messages, repo_root, complete, max_steps=DEFAULT_MAX_STEPS) -> str
 
     Each step: call ``complete(messages, TOOL_SCHEMAS)``; if it requested tools, append
     ``assistant_turn(message)``, then exactly one ``tool_result(call.id, ...)`` per call, in the
-    order requested. A call with ``error`` set gets "Error: ..." as its result; every other call
-    gets ``dispatch_tool(call.name, call.arguments, repo_root)``.
+    order requested. A call with ``error`` set is not run: its result is "Error: " plus that
+    error; every other call gets ``dispatch_tool(call.name, call.arguments, repo_root)``.
 
     Hint: a ``for step in range(max_steps)`` loop cannot run away; ``while True`` can.
     See lesson/lesson.agent.md, "Section 3: Technical Explanation" and Example 3.

@@ -20,14 +20,18 @@ A name list can never be complete: point the copilot at repositories whose secre
 
 from __future__ import annotations
 
+import contextvars
 import errno
 import os
+import re
 import stat
 import unicodedata
+from contextlib import contextmanager
 from pathlib import Path
 
 # Bounds on what one tool call may return: a huge observation buries the evidence.
 MAX_SPAN_LINES = 150            # lines shown by one read_file call
+MAX_READ_CHARS = 12_000         # ... and at most this many characters of them (under tool_result's cap)
 MAX_LINE_CHARS = 1_000          # a longer line is cut, with a marker
 MAX_SEARCH_HITS = 40            # matching lines shown by one search_code call
 MAX_HIT_CHARS = 200             # characters of each matching line shown
@@ -192,9 +196,14 @@ def display_path(repo_root, resolved: Path) -> str:
     return printable(rel)
 
 
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
 def printable(text: str) -> str:
-    """Replace surrogate escapes (undecodable file names) so the text can be sent as JSON."""
-    return text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    """A file name made safe to show: undecodable bytes replaced (so it can be sent as JSON) and
+    control characters written as escapes (a newline in a name cannot fake a line of output)."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
 def _excluded_message(shown: str) -> str:
@@ -250,11 +259,13 @@ def iter_repo_files(repo_root):
 
 
 def _sorted_entries(folder) -> list:
+    """A folder's entries by name; at most MAX_WALK_FILES of them (a million-file folder is cut)."""
     try:
         with os.scandir(folder) as scan:
-            return sorted(scan, key=lambda e: e.name)
+            entries = [entry for entry, _ in zip(scan, range(MAX_WALK_FILES))]
     except OSError:  # unreadable folder, or a path too long: nothing to show from it
         return []
+    return sorted(entries, key=lambda e: e.name)
 
 
 def _is_junction(entry) -> bool:
@@ -318,14 +329,17 @@ def _check_opened(fd: int, shown: str, want_dir: bool) -> None:
                         "which can be a secret under another name")
 
 
-def _open_fd(root, parts: tuple[str, ...], want_dir: bool) -> int:
-    """An open descriptor for root/parts, following no symlink below the root; raises ToolError."""
+def _open_fd(root, parts: tuple[str, ...], want_dir: bool, judge: bool = True) -> int:
+    """An open descriptor for root/parts, following no symlink below the root; raises ToolError.
+
+    ``judge=False`` skips the visibility rules (the caller judged the path already).
+    """
     shown = printable("/".join(parts)) or "."
-    if is_excluded(parts):
+    if judge and is_excluded(parts):
         raise ToolError(_excluded_message(repr(shown)))
     root = Path(root).resolve()
     if not USE_DIR_FD:
-        return _open_fd_by_path(root, parts, shown, want_dir)
+        return _open_fd_by_path(root, parts, shown, want_dir, judge)
     fd = os.open(root, _READ_FLAGS | _DIRECTORY)  # the root itself was chosen by the application
     try:
         for index, part in enumerate(parts):
@@ -347,7 +361,7 @@ def _open_fd(root, parts: tuple[str, ...], want_dir: bool) -> int:
             child = os.open(part, flags, dir_fd=fd)
             os.close(fd)
             fd = child
-            if not last or want_dir:
+            if judge and (not last or want_dir):
                 if any(_exists_at(marker, fd) for marker in VIRTUALENV_MARKERS):
                     raise ToolError(_excluded_message(repr(shown)))
         _check_opened(fd, shown, want_dir)
@@ -368,7 +382,7 @@ def _exists_at(name: str, dir_fd: int) -> bool:
         return False
 
 
-def _open_fd_by_path(root: Path, parts: tuple[str, ...], shown: str, want_dir: bool) -> int:
+def _open_fd_by_path(root: Path, parts: tuple[str, ...], shown: str, want_dir: bool, judge: bool = True) -> int:
     """The fallback without openat(): open by path, then prove the open file is the one inside."""
     path = root.joinpath(*parts)
     try:
@@ -389,7 +403,7 @@ def _open_fd_by_path(root: Path, parts: tuple[str, ...], shown: str, want_dir: b
         real = os.path.realpath(path)
         if os.path.normcase(real) != os.path.normcase(str(path)) or not os.path.samestat(opened, os.stat(path)):
             raise OSError(errno.ELOOP, "changed while opening")
-        if _inside_virtualenv(root, parts if (want_dir or stat.S_ISDIR(opened.st_mode)) else parts[:-1]):
+        if judge and _inside_virtualenv(root, parts if (want_dir or stat.S_ISDIR(opened.st_mode)) else parts[:-1]):
             raise ToolError(_excluded_message(repr(shown)))
         if fd is None:
             if not want_dir:
@@ -447,8 +461,31 @@ def read_text_in_root(repo_root, relative, max_bytes: int, errors: str = "replac
         raise ToolError(f"{shown!r} is not UTF-8 text") from None
 
 
+def open_resolved(resolved, write_dir: bool = False):
+    """Open a path safe_resolve returned, following no symlink at any component; raises ToolError.
+
+    For callers that hold a resolved absolute path rather than (root, relative) — the edit tool.
+    No visibility rules here (judge those with resolve_visible first); the same file-kind and
+    hard-link policy as open_in_root. ``write_dir=True`` returns a descriptor of the file's
+    folder instead (-1 where the OS has no openat), for writing a temp file beside it.
+    """
+    path = Path(resolved)
+    anchor = Path(path.anchor)
+    parts = path.relative_to(anchor).parts
+    if not parts:
+        raise ToolError(f"{shorten(str(path))} is not a file")
+    if write_dir:
+        return _open_fd(anchor, parts[:-1], want_dir=True, judge=False)
+    return os.fdopen(_open_fd(anchor, parts, want_dir=False, judge=False), "rb")
+
+
 class _OpenDirectory:
-    """``with _OpenDirectory(root, parts) as where:`` gives what os.scandir and _lexists_in accept."""
+    """``with _OpenDirectory(root, parts) as where:`` gives what os.scandir and _lexists_in accept.
+
+    With openat() this is a descriptor, so the listing is of the folder that was checked. The
+    fallback (Windows) cannot hold a folder open: it checks the folder before listing it, so a
+    swap and swap back in that instant could show names (never contents) from elsewhere.
+    """
 
     def __init__(self, repo_root, parts):
         self.fd = _open_fd(repo_root, parts, want_dir=True)
@@ -468,10 +505,44 @@ def _lexists_in(where, name: str) -> bool:
     return os.path.lexists(os.path.join(where, name))
 
 
+# --------------------------------------------------------------------------- what the tools showed
+
+# While a run records (copilot.py wraps the loop in ``with recording() as shown``), read_file and
+# search_code add every line range they return here: (display path, first line, last line). The
+# citation check reads this structured record instead of re-parsing observation text, which a
+# file name or a file's contents could forge.
+_SHOWN: contextvars.ContextVar[list | None] = contextvars.ContextVar("tools_shown", default=None)
+
+
+@contextmanager
+def recording():
+    """``with recording() as shown:`` collects (path, start, end) for every span a tool returns."""
+    shown: list[tuple[str, int, int]] = []
+    token = _SHOWN.set(shown)
+    try:
+        yield shown
+    finally:
+        _SHOWN.reset(token)
+
+
+def current_record() -> list | None:
+    """The record of the innermost ``recording()``, or None outside one."""
+    return _SHOWN.get()
+
+
+def _record(path: str, start: int, end: int) -> None:
+    shown = _SHOWN.get()
+    if shown is not None:
+        shown.append((path, start, end))
+
+
 # --------------------------------------------------------------------------- the tools (provided)
 
 def _is_binary(prefix: bytes) -> bool:
     return b"\x00" in prefix
+
+
+MAX_LINE_NUMBER = 1_000_000_000
 
 
 def _check_line_number(name: str, value) -> int:
@@ -479,7 +550,7 @@ def _check_line_number(name: str, value) -> int:
         raise ToolError(f"{name} must be a whole number, got {shorten(value)}")
     if value < 1:
         raise ToolError(f"{name} must be 1 or more (lines are numbered from 1), got {shorten(value)}")
-    return value
+    return min(value, MAX_LINE_NUMBER)  # clamped like any number past the end; a 4,000-digit one too
 
 
 def read_file(repo_root, path, start_line=1, end_line=None) -> str:
@@ -511,7 +582,15 @@ def read_file(repo_root, path, start_line=1, end_line=None) -> str:
             raise ToolError(f"start_line {start} is past the first {MAX_SCAN_BYTES:,} bytes of {shown!r} "
                             f"({total:,} lines), which is as far as read_file reads")
         raise ToolError(f"start_line {start} is past the end of {shown!r}, which has {total} lines")
+    kept, size = 0, 0
+    for line in shown_lines:  # the whole observation stays under MAX_READ_CHARS
+        size += len(line) + 8
+        if kept and size > MAX_READ_CHARS:
+            break
+        kept += 1
+    shown_lines = shown_lines[:kept]
     last = start + len(shown_lines) - 1
+    _record(shown, start, last)
     counted = f"{total} lines total" if complete else f"more than {total:,} lines; counted up to {MAX_SCAN_BYTES:,} bytes"
     header = f"[File: {shown} ({counted}) - showing lines {start}-{last}]"
     body = "\n".join(f"{start + i:>5}| {line}" for i, line in enumerate(shown_lines))
@@ -520,7 +599,7 @@ def read_file(repo_root, path, start_line=1, end_line=None) -> str:
         more = f"{total - last} more lines below" if complete else "more lines below"
         notes.append(
             f"[{more}; read_file with start_line={last + 1} to continue. "
-            f"At most {MAX_SPAN_LINES} lines per call.]"
+            f"At most {MAX_SPAN_LINES} lines ({MAX_READ_CHARS:,} characters) per call.]"
         )
     return "\n".join([header, body, *notes])
 
@@ -553,7 +632,7 @@ def _read_window(fh, first: int, last: int) -> tuple[list[str], int, bool]:
                 text = text[:MAX_LINE_CHARS] + " [... line cut]"
             lines.append(text)
         if number >= last:
-            more, complete = _count_remaining_lines(fh, budget)
+            more, complete = count_lines(fh, budget)
             return lines, number + more, complete
     return lines, number, not fh.read(1)
 
@@ -568,8 +647,9 @@ def _skip_rest_of_line(fh, budget: int) -> int:
     return spent
 
 
-def _count_remaining_lines(fh, budget: int) -> tuple[int, bool]:
-    """Count the lines after the current position (a line start), reading at most ``budget`` bytes."""
+def count_lines(fh, budget: int = MAX_SCAN_BYTES) -> tuple[int, bool]:
+    """Count the lines (as split_lines counts them) from the current position, a line start, of a
+    binary file, reading at most ``budget`` bytes: (count, complete)."""
     count, last_byte = 0, b""
     while budget > 0 and (chunk := fh.read(min(1 << 20, budget))):
         budget -= len(chunk)
@@ -668,6 +748,7 @@ def search_code(repo_root, query) -> str:
                     if len(text) > MAX_HIT_CHARS:
                         text = text[:MAX_HIT_CHARS] + " [...]"
                     hits.append(f"{printable(rel)}:{number}: {text}")
+                    _record(printable(rel), number, number)
     if not hits:
         return "\n".join([f"No matches for {query!r}. Try a shorter or different identifier, or list_directory.", *notes])
     if total > len(hits):
@@ -789,7 +870,7 @@ def check_arguments(name: str, args: dict) -> str | None:
         return f"{name} needs the argument(s) {', '.join(missing)}"
     unexpected = sorted(set(args) - set(allowed))
     if unexpected:
-        return f"{name} does not take {', '.join(unexpected)}; its arguments are {', '.join(allowed)}"
+        return f"{name} does not take {shorten(', '.join(unexpected), 200)}; its arguments are {', '.join(allowed)}"
     for key, value in args.items():
         kind = allowed[key]["type"]
         wrong_bool = isinstance(value, bool) and kind != "boolean"
