@@ -1,12 +1,16 @@
 """The instructor autograder behind rubric/grade.py: evidence per rubric criterion, never a verdict.
 
-Modules, in the order a submission meets them:
-    workspace   copy the submission (never touched again) and build a pristine lab around its code
-    runner      run learner code in a child process: timeout, memory ceiling, no keys, no network
-    board       the lab's own tests (pristine) on the learner's code, outcomes per milestone
-    battery     path attacks the guiding tests do not contain, against safe_resolve/dispatch_tool
-    code        AST signals from the learner functions, and the integrity comparisons
-    documents   UNDERSTANDING.md and FAILURE_ANALYSIS.md against their templates and fresh runs
-    criteria    the rubric's weights and a suggested level per criterion, with its reasons
-    report      Markdown, JSON and CSV
+Modules, in the order a submission meets them (grader.grade runs them all):
+    workspace     copy the submission (never touched again); build a pristine lab around its functions
+    runner        run learner code in a child process: timeout, memory ceiling, no keys, no network
+    board         the lab's own tests on the learner's code, outcomes per test and milestone
+                  (pytest_timer is the small plugin that gives each test a time limit)
+    battery       path attacks the guiding tests do not contain (battery_probe runs them in the child)
+    cli_runs      break_and_observe.py and evaluate.py, through their command lines only
+    learner_code  AST signals from the learner functions, and the integrity comparisons
+    history       every shipped version of a lab file (the grader's copy and its git history)
+    documents     UNDERSTANDING.md, FAILURE_ANALYSIS.md and saved runs, against templates and reruns
+    criteria      the rubric's weights (read from rubric.md) and a suggested level per criterion
+    report        Markdown, JSON and CSV
+    synthetic     submissions built from the lab, for rubric/checks/test_grade.py and the benchmark
 """

@@ -15,9 +15,7 @@ from pathlib import Path
 from grading import runner
 from grading.workspace import LAB_ROOT
 
-if str(LAB_ROOT / "code") not in sys.path:
-    # Appended, never put first: inside pytest the implementation under test (code/ or
-    # rubric/reference/) must stay ahead of it, or later test modules import the wrong tools.py.
+if str(LAB_ROOT / "code") not in sys.path:  # appended: never ahead of an implementation pytest chose
     sys.path.append(str(LAB_ROOT / "code"))
 from harness.milestones import ALL, milestone_of_test_file  # noqa: E402  (the course as data)
 
