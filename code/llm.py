@@ -8,8 +8,8 @@ as one line.
 
 Temporary failures are retried here, and only here (LiteLLM's own retries are switched off):
 a rate limit (429) or an overloaded provider (Anthropic's 529, any 503) up to RETRIES times,
-waiting what the provider's retry-after asks, within MAX_WAIT seconds; Groq's tool_use_failed
-(the model wrote a tool call Groq could not parse) up to TOOL_CALL_RETRIES times, at once.
+waiting what the provider's retry-after asks, within MAX_WAIT seconds; a malformed tool call
+(Groq's tool_use_failed, Gemini's MALFORMED_FUNCTION_CALL) up to TOOL_CALL_RETRIES times, at once.
 LiteLLM is imported on the first call (it takes seconds; --context-only never needs it).
 Imports config and agent_loop (for bounded_reply), never copilot.
 """
@@ -106,6 +106,27 @@ def first_not_done(raised: str) -> str:
     return raised
 
 
+class MalformedToolCall(Exception):
+    """Gemini's answer "MALFORMED_FUNCTION_CALL": HTTP 200, but no text and no usable tool call.
+
+    LiteLLM reports it as finish_reason "stop" with empty content, which would read as an empty
+    final answer; its native reason is kept in provider_specific_fields.
+    """
+
+    body = {"code": "MALFORMED_FUNCTION_CALL", "failed_generation": None}
+
+    def __str__(self) -> str:
+        return "the model's tool call was malformed (finish reason MALFORMED_FUNCTION_CALL)"
+
+
+def native_finish(response) -> str | None:
+    """The provider's own finish reason, where LiteLLM keeps it (None if it does not)."""
+    try:
+        return (response.choices[0].provider_specific_fields or {}).get("native_finish_reason")
+    except (AttributeError, IndexError, TypeError):
+        return None
+
+
 def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_base=None, sleep=None):
     """``complete(messages, tools)`` for agent_loop.run_agent, through LiteLLM.
 
@@ -137,6 +158,8 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
                     tool_choice=tool_choice,
                     max_tokens=MAX_ANSWER_TOKENS, api_base=settings.api_base, api_key=settings.api_key,
                     timeout=REQUEST_TIMEOUT, max_retries=0, **forced)
+                if native_finish(response) == "MALFORMED_FUNCTION_CALL":
+                    raise MalformedToolCall()  # handled below, like Groq's tool_use_failed
                 break
             except Exception as exc:
                 kind = failure_kind(exc)
@@ -214,7 +237,7 @@ def failure_kind(exc: BaseException) -> str | None:
     names = {cls.__name__ for cls in type(exc).__mro__}
     status = getattr(exc, "status_code", None)
     text = str(exc)
-    if error_body(exc).get("code") == "tool_use_failed":
+    if error_body(exc).get("code") in ("tool_use_failed", "MALFORMED_FUNCTION_CALL"):
         return TOOL_CALL_FAILED
     if "ContextWindowExceededError" in names:
         return "context_window"
@@ -320,7 +343,8 @@ def describe_error(exc: BaseException, settings=None, suggest_check=True, offlin
     retried = getattr(exc, "copilot_retries", 0)
     check = ", or run `python copilot.py --check`" if suggest_check else ""
     if kind == TOOL_CALL_FAILED:
-        return tool_call_failed_line(model, error_body(exc).get("failed_generation"), retried)
+        body = error_body(exc)
+        return tool_call_failed_line(model, body.get("failed_generation"), retried, body.get("code"))
     if kind == "context_window":
         return f"the conversation no longer fits in {model}'s context window: try --top-k 1 or a lower --max-steps"
     if kind == "authentication":
@@ -356,13 +380,14 @@ def describe_error(exc: BaseException, settings=None, suggest_check=True, offlin
     return f"unexpected {type(exc).__name__}: {first_line(exc)} (set COPILOT_DEBUG=1 to see the traceback)"
 
 
-def tool_call_failed_line(model: str, failed_generation, retried: int) -> str:
-    """tool_use_failed that outlasted the retries: quote the malformed call, suggest another model."""
-    wrote = " ".join(str(failed_generation or "").split())[:160] or "(the provider kept none of it)"
+def tool_call_failed_line(model: str, failed_generation, retried: int, code="tool_use_failed") -> str:
+    """A malformed tool call that outlasted the retries: quote it, suggest another model."""
+    wrote = " ".join(str(failed_generation or "").split())[:160]
+    quoted = f": {wrote!r}" if wrote else " (the provider kept none of it)"
     suggested = config.PROVIDER_DEFAULTS[0][1]  # the lab's first choice; public tool_use_failed reports are mostly Llama
     instead = f"COPILOT_MODEL={suggested}" if model != suggested else "another provider's model, e.g. openai/gpt-4.1-mini"
-    return (f"{model} wrote a tool call the provider could not parse (tool_use_failed), {retried + 1} times in a row: "
-            f"{wrote!r}. This model does not call tools reliably: try {instead}")
+    return (f"{model} wrote a tool call the provider could not parse ({code}), {retried + 1} times in a row{quoted}. "
+            f"This model does not call tools reliably: try {instead}")
 
 
 def first_line(exc: BaseException, limit: int = 200) -> str:

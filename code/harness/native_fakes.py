@@ -57,6 +57,12 @@ OLLAMA_STRING_ARGUMENTS = ("json: cannot unmarshal string into Go struct field C
                            "function.arguments of type api.ToolCallFunctionArguments")
 
 
+def malformed_call_reply(text: str = "Malformed function call: print(default_api.read_file(path='a.py'))") -> dict:
+    """GeminiFake only: HTTP 200 with finishReason MALFORMED_FUNCTION_CALL, no content at all
+    (what Gemini answers when the model's function call does not parse)."""
+    return {"content": text, "finish_reason": "MALFORMED_FUNCTION_CALL"}
+
+
 class Rejected(Exception):
     """The request breaks a rule of the API: (status, message) of the provider's answer."""
 
@@ -366,6 +372,11 @@ class GeminiFake(NativeFake):
         return names
 
     def render(self, body, reply, n):
+        if reply.get("finish_reason") == "MALFORMED_FUNCTION_CALL":  # see malformed_call_reply
+            return {"candidates": [{"finishReason": "MALFORMED_FUNCTION_CALL", "index": 0,
+                                    "finishMessage": reply.get("content") or "Malformed function call"}],
+                    "usageMetadata": {"promptTokenCount": 1, "totalTokenCount": 1}, "modelVersion": "fake",
+                    "responseId": f"fake-{n}"}
         parts = []
         if reply.get("content"):
             parts.append({"text": reply["content"]})

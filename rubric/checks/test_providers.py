@@ -20,7 +20,8 @@ import pytest
 
 from harness.fake_server import FakeServer, error_reply, text_reply, tool_reply, tool_use_failed_reply
 from harness.native_fakes import (GEMINI_CALL_PLACEMENT, GEMINI_EMPTY_TEXT, GEMINI_RESPONSE_COUNT,
-                                  OLLAMA_STRING_ARGUMENTS, AnthropicFake, GeminiFake, OllamaFake)
+                                  OLLAMA_STRING_ARGUMENTS, AnthropicFake, GeminiFake, OllamaFake,
+                                  malformed_call_reply)
 
 agent_loop = pytest.importorskip("agent_loop")
 
@@ -580,6 +581,28 @@ def test_groq_tool_use_failed_is_retried_once_and_the_run_goes_on(finished, tmp_
                                       use_context=False)
     assert result.termination == "answered" and len(server.chat_requests) == 3
     assert server.chat_requests[0]["messages"] == server.chat_requests[1]["messages"]  # the same request again
+
+
+def test_gemini_malformed_function_call_is_retried_not_taken_as_an_empty_answer(litellm, finished, tmp_path):
+    """LiteLLM turns Gemini's MALFORMED_FUNCTION_CALL into finish_reason "stop" and no content."""
+    with GeminiFake([malformed_call_reply()]) as server:
+        raw = litellm.completion(model=NATIVE["gemini"][1], messages=opening(), tools=TOOLS, max_tokens=9,
+                                 api_base=server.base_url, api_key="k")
+    choice = raw.choices[0]
+    assert (choice.finish_reason, choice.message.content, choice.message.tool_calls) == ("stop", None, None)
+    assert choice.provider_specific_fields["native_finish_reason"] == "MALFORMED_FUNCTION_CALL"
+    script = [malformed_call_reply(), tool_reply(("read_file", {"path": "shop/service.py"})), text_reply(GROUNDED)]
+    with GeminiFake(script) as server:
+        result = finished.copilot.run(QUESTION, FIXTURE_REPO, use_context=False,
+                                      settings=settings_for(finished, "gemini", server, tmp_path))
+    assert result.termination == "answered" and result.answer == GROUNDED and len(server.chat_requests) == 3
+    with GeminiFake([malformed_call_reply()] * 5) as server:
+        complete = finished.llm.make_complete(settings_for(finished, "gemini", server, tmp_path))
+        with pytest.raises(finished.llm.MalformedToolCall) as caught:
+            complete(opening(), TOOLS)
+    line = finished.llm.describe_error(caught.value, NS(model="gemini/gemini-2.5-flash", api_base=None))
+    assert len(server.chat_requests) == finished.llm.TOOL_CALL_RETRIES + 1
+    assert "(MALFORMED_FUNCTION_CALL), 3 times in a row" in line and "does not call tools reliably" in line, line
 
 
 def test_groq_tool_use_failed_that_persists_names_the_call_and_a_model(finished, capsys, monkeypatch, tmp_path):
