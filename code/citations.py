@@ -50,11 +50,22 @@ class Citation:
         return self.exists and self.in_range and self.seen
 
 
-def lines_seen(messages, snippets) -> dict[str, list[tuple[int, int]]]:
-    """path -> line ranges the model was shown: injected snippets, read_file windows, search hits."""
+def lines_seen(messages, snippets, shown=None) -> dict[str, list[tuple[int, int]]]:
+    """path -> line ranges the model was shown: injected snippets, read_file windows, search hits.
+
+    What the tools showed comes from ``shown``, the record tools.recording() keeps while a run
+    goes (default: the active one): data the tools produced, never re-parsed from observation
+    text, which a file name or a file's contents could forge. Only without any record (a saved
+    transcript checked later) are the observations parsed instead.
+    """
     seen: dict[str, list[tuple[int, int]]] = {}
     for s in snippets:
         seen.setdefault(s.path, []).append(Shown(s.start_line, s.end_line, "injected"))
+    record = tools.current_record() if shown is None else shown
+    if record is not None:
+        for path, lo, hi in record:
+            seen.setdefault(path, []).append(Shown(lo, hi, "read"))
+        return seen
     for message in messages:
         if message.get("role") != "tool" or str(message.get("content", "")).startswith("Error:"):
             continue
@@ -105,9 +116,13 @@ def _check_one(cite: Citation, repo_root, seen) -> Citation:
     if not target.is_file():
         cite.reason = "no such file in the repository"
         return cite
+    try:
+        total, complete = _count_lines(target)
+    except tools.ToolError:  # a FIFO, a hard-linked file, a link swapped in since resolving
+        cite.reason = "not a plain file the tools read (hard-linked, special, or changed while checked)"
+        return cite
     cite.exists = True
-    total = _count_lines(target)
-    cite.in_range = 1 <= cite.line <= cite.end_line <= total
+    cite.in_range = 1 <= cite.line <= cite.end_line and (cite.end_line <= total or not complete)
     if not cite.in_range:
         lines = f"line {cite.line} is" if cite.end_line == cite.line else f"lines {cite.line}-{cite.end_line} are"
         cite.reason = f"{lines} outside the file ({total} lines)"
@@ -142,10 +157,8 @@ def _lines(spans) -> str:
     return ", ".join(str(lo) if lo == hi else f"{lo}-{hi}" for lo, hi in merged)
 
 
-def _count_lines(path: Path) -> int:
-    count, last = 0, b""
-    with open(path, "rb") as fh:
-        while chunk := fh.read(1 << 20):
-            count += chunk.count(b"\n")
-            last = chunk[-1:]
-    return count + (1 if last not in (b"", b"\n") else 0)
+def _count_lines(path: Path) -> tuple[int, bool]:
+    """Lines in the file as tools.split_lines counts them, through the race-safe opener (no link
+    followed, no FIFO waited on), reading at most tools.MAX_SCAN_BYTES: (count, complete)."""
+    with tools.open_resolved(path) as fh:
+        return tools.count_lines(fh)

@@ -4,9 +4,11 @@ Everything comes from environment variables, which you normally put in ``code/.e
 ``code/.env.example``). Precedence, strongest first:
 
     1. a real environment variable (``export GROQ_API_KEY=...`` in your shell)
-    2. ``code/.env``
-    3. ``.env`` in the current directory
-    4. the defaults in this file
+    2. ``code/.env``, or instead the file passed as ``env_file`` (a command-line flag)
+    3. the defaults in this file
+
+Never ``./.env``: a cloned repository must not choose where your key is sent. Nothing is
+exported to ``os.environ``; the key travels in ``Settings``.
 
 Which model? ``default_model()`` decides: ``COPILOT_MODEL`` if you set it, otherwise the model
 of the FIRST provider in ``PROVIDER_DEFAULTS`` whose key is present. Groq is listed first, so
@@ -20,6 +22,7 @@ import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 # LiteLLM downloads a model price list when it is imported (a 5 s stall offline). Only the exact
 # value "True" switches that off, and it must be set before `import litellm`: this module is
@@ -78,20 +81,31 @@ class Settings:
     embedding_api_base: str | None
     embedding_api_key: str | None
     cache_dir: Path
+    # Models that embed questions and documents differently (see .env.example): text put in front of
+    # each, and LiteLLM's input_type for (questions, documents).
+    embedding_query_prefix: str = ""
+    embedding_document_prefix: str = ""
+    embedding_input_types: tuple[str, ...] = ()
 
 
-def read_environment(dotenv_files=None, environ=None) -> dict[str, str]:
+def read_environment(dotenv_files=None, environ=None, env_file=None) -> dict[str, str]:
     """Merge the .env files with the real environment; the real environment wins.
 
-    ``dotenv_files`` are listed strongest first (default: code/.env, then ./.env; none at all
-    when COPILOT_NO_DOTENV=1, which tests use so that your own keys never leak into them).
+    ``dotenv_files`` are listed strongest first (default: code/.env alone; none at all when
+    COPILOT_NO_DOTENV=1, which tests use so that your own keys never leak into them).
+    ``env_file`` (a file named on the command line) replaces code/.env and must exist. Never the
+    current directory's .env. Returns a new dict; ``os.environ`` is not changed.
     """
     from dotenv import dotenv_values  # python-dotenv; imported here so `import config` stays cheap
 
     environ = os.environ if environ is None else environ
-    if dotenv_files is None:
+    if env_file is not None:
+        if not Path(env_file).is_file():
+            raise ConfigError(f"the settings file {str(env_file)[:200]!r} does not exist (or is not a file)")
+        dotenv_files = [env_file]
+    elif dotenv_files is None:
         skip = environ.get("COPILOT_NO_DOTENV") == "1"
-        dotenv_files = [] if skip else [ENV_FILE, Path.cwd() / ".env"]
+        dotenv_files = [] if skip else [ENV_FILE]
     merged: dict[str, str] = {}
     for path in reversed(list(dotenv_files)):  # weakest first, so stronger files overwrite
         if Path(path).is_file():
@@ -128,13 +142,15 @@ def api_key_for(model: str, api_base: str | None, env) -> str | None:
     if env.get("COPILOT_API_KEY"):
         return env["COPILOT_API_KEY"]
     prefix = model.split("/", 1)[0] if "/" in model else "openai"  # LiteLLM treats bare names as OpenAI
-    names = KEY_FOR_PREFIX.get(prefix, ())
+    # Other providers: LiteLLM's convention is <PROVIDER>_API_KEY (MISTRAL_API_KEY, ...). The key is
+    # passed explicitly because nothing from code/.env is exported for LiteLLM to find by itself.
+    names = KEY_FOR_PREFIX.get(prefix, (f"{prefix.upper().replace('-', '_')}_API_KEY",))
     for name in names:
         if env.get(name):
             return env[name]
     if api_base:
         return PLACEHOLDER_API_KEY  # a local server: most ignore the key, LiteLLM wants one anyway
-    if names:
+    if prefix in KEY_FOR_PREFIX:
         raise ConfigError(
             f"the model {model!r} needs {names[0]}, which is not set: put {names[0]}=<your key> "
             "in code/.env, or choose another model with COPILOT_MODEL"
@@ -156,18 +172,16 @@ def default_cache_dir(env=None) -> Path:
     return base / "lesson06-copilot"
 
 
-def load_settings(model=None, api_base=None, env=None, need_model=True) -> Settings:
+def load_settings(model=None, api_base=None, env=None, need_model=True, env_file=None) -> Settings:
     """Build the Settings; command-line values (``model``, ``api_base``) beat the environment.
 
     ``need_model=False`` (for --context-only) skips choosing a chat model, so no key is needed.
 
-    With ``env`` None, reads the .env files (see read_environment) and also exports their values
-    to os.environ without overriding anything, so LiteLLM sees the same keys.
+    With ``env`` None, reads code/.env (or ``env_file``) and the real environment (see
+    read_environment). Nothing is exported to os.environ: callers pass ``api_key`` on.
     """
     if env is None:
-        env = read_environment()
-        for name, value in env.items():
-            os.environ.setdefault(name, value)
+        env = read_environment(env_file=env_file)
     base = api_base or env.get("COPILOT_API_BASE") or None
     chosen = model or (default_model(env) if need_model else env.get("COPILOT_MODEL") or None)
     embedder = env.get("EMBEDDING_MODEL") or None
@@ -180,4 +194,49 @@ def load_settings(model=None, api_base=None, env=None, need_model=True) -> Setti
         embedding_api_base=embed_base,
         embedding_api_key=api_key_for(embedder, embed_base, env) if embedder else None,
         cache_dir=default_cache_dir(env),
+        embedding_query_prefix=env.get("EMBEDDING_QUERY_PREFIX") or "",
+        embedding_document_prefix=env.get("EMBEDDING_DOCUMENT_PREFIX") or "",
+        embedding_input_types=input_types(env.get("EMBEDDING_INPUT_TYPES")),
     )
+
+
+def base_url_problems(model: str | None, api_base: str | None) -> list[str]:
+    """The common wrong forms of COPILOT_API_BASE for ``model``'s provider, one sentence each.
+
+    LiteLLM appends each provider's own path to the base, so a wrong form is not refused here: it
+    becomes a misleading 404 ("the provider does not know the model") at the first request.
+    """
+    prefix = model.split("/", 1)[0] if model and "/" in model else ""
+    problems = []
+    if prefix == "ollama":
+        problems.append("ollama/ puts the tools into the prompt and returns raw JSON as the answer: use "
+                        "ollama_chat/<model>, which sends real tool calls to Ollama's /api/chat")
+    path = urlsplit(api_base).path.rstrip("/") if api_base else None
+    if path is None:
+        return problems
+    if prefix == "anthropic" and path.endswith(("/v1", "/v1/messages")):
+        problems.append(f"Anthropic's base URL is the bare host, e.g. https://api.anthropic.com (LiteLLM adds "
+                        f"/v1/messages, so {api_base} asks for .../v1/v1/messages)")
+    elif prefix == "gemini" and not path.endswith("/v1beta"):
+        problems.append("Gemini's base URL ends in /v1beta, e.g. https://generativelanguage.googleapis.com/v1beta "
+                        "(LiteLLM adds /models/<model>:generateContent)")
+    elif prefix in ("ollama", "ollama_chat") and path.endswith(("/v1", "/api", "/api/chat")):
+        problems.append("Ollama's base URL is the bare host, e.g. http://localhost:11434, with no /v1 or /api "
+                        "(LiteLLM adds /api/chat)")
+    elif prefix in ("openai", "hosted_vllm", "") and not path.endswith("/v1"):
+        problems.append("an OpenAI-compatible base URL usually ends in /v1, e.g. http://localhost:8000/v1 "
+                        "(LiteLLM adds /chat/completions)")
+    elif prefix == "groq" and (not path.endswith("/v1") or "groq.com" in api_base and path != "/openai/v1"):
+        problems.append("Groq's base URL is https://api.groq.com/openai/v1; leave COPILOT_API_BASE unset for Groq")
+    return problems
+
+
+def input_types(value: str | None) -> tuple[str, ...]:
+    """EMBEDDING_INPUT_TYPES=search_query,search_document -> ("search_query", "search_document")."""
+    if not value:
+        return ()
+    names = tuple(name.strip() for name in value.split(","))
+    if len(names) != 2 or not all(names):
+        raise ConfigError(f"EMBEDDING_INPUT_TYPES must be two names, for questions then documents "
+                          f"(e.g. search_query,search_document), got {value!r}")
+    return names

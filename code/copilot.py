@@ -3,6 +3,7 @@
     python copilot.py "why does config default to Groq?"            # --repo defaults to "."
     python copilot.py --repo fixture_repo "why does order_total fail?" --trace
     python copilot.py --context-only "session cookie"                 # no model, no key needed
+    python copilot.py --check                                         # is the model set up? (before M5)
 
 Stretch milestones (stretch.py): --trace and --json show the reasoning trace (S1); --allow-edits
 offers the edit_file tool as a dry run, --apply writes after you confirm (S2); --structured asks
@@ -19,7 +20,8 @@ This file is only the wiring. Read it top to bottom: the data flows one way, eac
     report.print_report() / --json    answer, citations, one summary line   (report.py)
 
 Exit codes: 0 answered; 1 stopped without an answer (max steps); 2 could not run (no provider,
-bad repository path, authentication, provider unreachable, rate limited, your code not done yet).
+bad repository path, authentication, provider unreachable, refused, rate limited or overloaded
+after retries, your code not done yet). `--check` exits 0 when the setup works, else 2.
 A structured answer (--structured) that still fails validation after one retry also exits 1.
 """
 
@@ -49,8 +51,10 @@ import citations  # noqa: E402
 import config  # noqa: E402  (sets LiteLLM's offline price map before anything imports litellm)
 import context_selector  # noqa: E402
 import llm  # noqa: E402
+import preflight  # noqa: E402  (--check)
 import report  # noqa: E402
 import stretch  # noqa: E402  (the opt-in stretch milestones S1-S3, from the implementation under test)
+import tools  # noqa: E402
 
 
 # --------------------------------------------------------------------------- command line
@@ -58,7 +62,7 @@ import stretch  # noqa: E402  (the opt-in stretch milestones S1-S3, from the imp
 def parse_args(argv):
     parser = argparse.ArgumentParser(
         prog="copilot.py", description="Answer a question about a repository by reading it through tools.")
-    parser.add_argument("question", help='for example "why does config default to Groq?"')
+    parser.add_argument("question", nargs="?", help='for example "why does config default to Groq?"')
     parser.add_argument("--repo", default=".", help="the repository to ask about (default: the current directory)")
     parser.add_argument("--model", help="LiteLLM model name, e.g. groq/openai/gpt-oss-20b (default: from code/.env)")
     parser.add_argument("--api-base", help="URL of a local or OpenAI-compatible server (default: COPILOT_API_BASE)")
@@ -69,6 +73,7 @@ def parse_args(argv):
     parser.add_argument("--trace", action="store_true", help="print Thought -> Action -> Observation for every step")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
     parser.add_argument("--save-transcript", metavar="FILE", help="write the whole conversation as JSON")
+    parser.add_argument("--env-file", metavar="FILE", help="read settings from FILE instead of code/.env")
     stretch_flags = parser.add_argument_group("stretch milestones (stretch.py)")
     stretch_flags.add_argument("--allow-edits", action="store_true",
                                help="S2: offer the edit_file tool; a dry run shows each diff and changes nothing")
@@ -78,13 +83,19 @@ def parse_args(argv):
                                help="S2: with --apply, confirm every edit without asking (needed with --json or without a terminal)")
     stretch_flags.add_argument("--structured", action="store_true",
                                help="S3: force the final answer through the emit_answer tool and validate its citations")
+    parser.add_argument("--check", action="store_true", help="check the model setup with two tiny requests and stop (before M5)")
     parser.add_argument("--reference", action="store_true", help="run with the reference solution in rubric/reference/")
-    return parser.parse_args(argv)
+    args = parser.parse_args(argv)
+    if args.question is None and not args.check:
+        parser.error("the question is required (or run --check)")
+    return args
 
 
 def main(argv=None, complete=None) -> int:
     """The command line. ``complete`` (tests only) replaces LiteLLM with a scripted model."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
+    if args.check:
+        return preflight.check(model=args.model, api_base=args.api_base, env_file=args.env_file)
     settings = None
     try:
         if args.max_steps < 1 or args.top_k < 0:
@@ -94,7 +105,9 @@ def main(argv=None, complete=None) -> int:
             return context_only(args, root)
         edits = stretch.edit_policy(args.allow_edits, args.apply, args.yes, json_output=args.json)
         if complete is None:
-            settings = config.load_settings(model=args.model, api_base=args.api_base)
+            settings = config.load_settings(model=args.model, api_base=args.api_base, env_file=args.env_file)
+            for problem in config.base_url_problems(settings.model, settings.api_base):
+                print(f"copilot: warning: {problem}", file=sys.stderr)
         result = run(args.question, root, settings=settings, complete=complete, max_steps=args.max_steps,
                      top_k=args.top_k, use_context=not args.no_context, structured=args.structured, edits=edits)
     except KeyboardInterrupt:
@@ -108,7 +121,9 @@ def main(argv=None, complete=None) -> int:
     if settings is not None:  # a real model ran end to end: the board's M5 stops being pending
         report.save_last_run(result, settings.cache_dir)
     if args.save_transcript:
-        report.save_transcript(result, args.save_transcript)
+        problem = report.save_transcript(result, args.save_transcript)
+        if problem:  # the answer is still printed below
+            print(f"copilot: {report.terminal_safe(problem)}", file=sys.stderr)
     if args.json:
         print(json.dumps(result.to_json(), ensure_ascii=False))
     else:
@@ -136,9 +151,8 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
     if complete is None:
         settings = settings or config.load_settings()
         complete = llm.make_complete(settings, usage)
-    if embed is None and settings is not None and settings.embedding_model:
-        embed = context_selector.LiteLLMEmbedder(
-            settings.embedding_model, settings.embedding_api_base, settings.embedding_api_key)
+    if embed is None and settings is not None:
+        embed = context_selector.LiteLLMEmbedder.from_settings(settings)  # None without EMBEDDING_MODEL
     if cache_dir is None:
         cache_dir = settings.cache_dir if settings is not None else config.default_cache_dir()
     snippets = context_selector.select_context(question, root, k=top_k, embed=embed, cache_dir=cache_dir) if use_context else []
@@ -149,18 +163,19 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
         "edit_file": (stretch.EDIT_FILE_SCHEMA, partial(stretch.edit_file_tool, policy=edits))}
     final = None
     try:
-        with stretch.extra_tools(model, extra) as offered:  # no extra tools: nothing changes
-            answer = agent_loop.run_agent(messages, root, offered, max_steps=steps)
-        capped = isinstance(answer, str) and answer.startswith(agent_loop.MAX_STEPS_REACHED)
-        if structured and not capped:
-            final = stretch.finish_with_emit_answer(messages, root, model, snippets)
-            answer = final.answer
-        if capped:
-            cited = []
-        elif final is not None:
-            cited = citations.structured_citations(final, root, messages, snippets)
-        else:
-            cited = citations.check_citations(answer, root, messages, snippets)
+        with tools.recording():  # what the tools returned, as data: the citation check reads it
+            with stretch.extra_tools(model, extra) as offered:  # no extra tools: nothing changes
+                answer = agent_loop.run_agent(messages, root, offered, max_steps=steps)
+            capped = isinstance(answer, str) and answer.startswith(agent_loop.MAX_STEPS_REACHED)
+            if structured and not capped:
+                final = stretch.finish_with_emit_answer(messages, root, model, snippets)
+                answer = final.answer
+            if capped:
+                cited = []
+            elif final is not None:
+                cited = citations.structured_citations(final, root, messages, snippets)
+            else:
+                cited = citations.check_citations(answer, root, messages, snippets)
     except NotImplementedError as exc:  # a learner-owned function (M1-M4, S1-S3) is still a stub
         raise llm.NotDoneYet(llm.first_not_done(str(exc))) from None
     termination = "max_steps" if capped else "invalid_answer" if final and not final.accepted else "answered"
@@ -225,24 +240,21 @@ def check_repo(repo_root) -> Path:
 
 def context_only(args, root: Path) -> int:
     """--context-only: the snippets the model would get, with no model and no key."""
-    settings = config.load_settings(need_model=False)
-    embed = None
-    if settings.embedding_model:
-        embed = context_selector.LiteLLMEmbedder(
-            settings.embedding_model, settings.embedding_api_base, settings.embedding_api_key)
+    settings = config.load_settings(need_model=False, env_file=args.env_file)
+    embed = context_selector.LiteLLMEmbedder.from_settings(settings)
     snippets = context_selector.select_context(args.question, root, k=args.top_k, embed=embed, cache_dir=settings.cache_dir)
     if args.json:
         print(json.dumps({"question": args.question, "repo": str(root),
                           "context": [asdict(s) for s in snippets]}, ensure_ascii=False))
     elif snippets:
-        print(context_selector.render_snippets(snippets))
+        print(report.terminal_safe(context_selector.render_snippets(snippets)))
     else:
         print("(no snippet shares a word with the question)")
     return 0
 
 
 def fail(message: str, args) -> int:
-    print(f"copilot: {message}", file=sys.stderr)
+    print(f"copilot: {report.terminal_safe(message)}", file=sys.stderr)
     if args.json:
         print(json.dumps({"error": message, "exit_code": 2}))
     return 2

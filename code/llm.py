@@ -2,28 +2,43 @@
 as one line.
 
     make_complete(settings, usage)   complete(messages, tool_schemas, tool_choice="auto") -> message
-    counting(complete, usage)        the same, counting each call as a step
+    counting(complete, usage)        the same, counting each call as a step and bounding each reply
     Usage                            model calls, tokens and dollars of one run
     describe_error(exc, settings)    one line for stderr: what went wrong and what to do
 
-A rate limit is retried RATE_LIMIT_RETRIES times, waiting RATE_LIMIT_WAIT seconds, then doubling.
+Temporary failures are retried here, and only here (LiteLLM's own retries are switched off):
+a rate limit (429) or an overloaded provider (Anthropic's 529, any 503) up to RETRIES times,
+waiting what the provider's retry-after asks, within MAX_WAIT seconds; Groq's tool_use_failed
+(the model wrote a tool call Groq could not parse) up to TOOL_CALL_RETRIES times, at once.
 LiteLLM is imported on the first call (it takes seconds; --context-only never needs it).
-Imports config, never copilot.
+Imports config and agent_loop (for bounded_reply), never copilot.
 """
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
 import time
 from dataclasses import dataclass
+from email.utils import parsedate_to_datetime
 
 import config
 
 MAX_ANSWER_TOKENS = 1_024       # per model call; Anthropic requires a value and defaults huge
 REQUEST_TIMEOUT = 60            # seconds for one model call
-RATE_LIMIT_RETRIES = 2          # after that, exit 2 with a clear line
-RATE_LIMIT_WAIT = 4.0           # seconds before the first retry; doubles each time
+RETRIES = 2                     # a rate limit or an overload: retried this often, then one clear line
+FIRST_WAIT = 4.0                # seconds before the first retry when the provider names no wait; doubles
+MAX_WAIT = 30.0                 # the longest single wait; a provider asking for more gets no retry
+TOOL_CALL_RETRIES = 2           # Groq's tool_use_failed is often a one-off: ask again this often
+
+# What each kind of failure is called in the one line (and in tests).
+RATE_LIMITED, OVERLOADED, TOOL_CALL_FAILED = "rate_limited", "overloaded", "tool_call_failed"
+# Anthropic's 529 reaches us as a 500 and Gemini's "model is overloaded" 503 sometimes too: the words tell.
+OVERLOAD_WORDS = re.compile(r"\boverloaded", re.IGNORECASE)
+# LiteLLM's prefixes in front of the provider's words ("litellm.Timeout: OllamaException: ...").
+LITELLM_PREFIX = re.compile(r"^(?:litellm\.\w+:\s*|\w+Error:\s*|\w+Exception\s*[-:]?\s*)+")
 
 
 @dataclass
@@ -91,14 +106,14 @@ def first_not_done(raised: str) -> str:
     return raised
 
 
-def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_base=None):
+def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_base=None, sleep=None):
     """``complete(messages, tools)`` for agent_loop.run_agent, through LiteLLM.
 
     Sends the tools with tool_choice="auto" (the model decides; --structured forces emit_answer on
-    its final turn by passing ``tool_choice``), caps the answer length, retries
-    a rate limit a couple of times, and adds each response's tokens and cost to ``usage``.
-    Without ``settings``, loads them (``model``/``api_base`` as on the command line). The
-    function carries ``.model`` and ``.usage`` for callers that did not pass their own Usage.
+    its final turn by passing ``tool_choice``), caps the answer length, retries temporary failures
+    (see the module docstring; ``sleep(seconds)`` is how it waits, default ``pause``), and adds each
+    response's tokens and cost to ``usage``. Without ``settings``, loads them (``model``/``api_base``
+    as on the command line). The function carries ``.model`` and ``.usage``.
     """
     settings = settings or config.load_settings(model=model, api_base=api_base)
     usage = usage if usage is not None else Usage()
@@ -114,30 +129,49 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
         # A forced tool (S3) that a model cannot honour: LiteLLM downgrades it to "auto" instead of
         # raising, and the structured answer is then validated from the plain reply.
         forced = {} if tool_choice == "auto" else {"drop_params": True}
-        for attempt in range(RATE_LIMIT_RETRIES + 1):
+        waits = tool_retries = 0
+        while True:
             try:
                 response = litellm.completion(
-                    model=settings.model,
-                    messages=messages,
-                    tools=tool_schemas,
+                    model=settings.model, messages=wire_messages(settings, messages), tools=tool_schemas,
                     tool_choice=tool_choice,
-                    max_tokens=MAX_ANSWER_TOKENS,
-                    api_base=settings.api_base,
-                    api_key=settings.api_key,
-                    timeout=REQUEST_TIMEOUT,
-                    **forced,
-                )
+                    max_tokens=MAX_ANSWER_TOKENS, api_base=settings.api_base, api_key=settings.api_key,
+                    timeout=REQUEST_TIMEOUT, max_retries=0, **forced)
                 break
-            except litellm.RateLimitError:
-                if attempt == RATE_LIMIT_RETRIES:
+            except Exception as exc:
+                kind = failure_kind(exc)
+                if kind == TOOL_CALL_FAILED and tool_retries < TOOL_CALL_RETRIES:
+                    tool_retries += 1
+                    continue
+                wait = retry_wait(exc, waits) if kind in (RATE_LIMITED, OVERLOADED) else None
+                if wait is None or waits >= RETRIES:
+                    exc.copilot_retries = tool_retries if kind == TOOL_CALL_FAILED else waits
                     raise
-                time.sleep(RATE_LIMIT_WAIT * 2**attempt)
+                waits += 1
+                (sleep or pause)(wait)
         usage.model_seconds += time.perf_counter() - asked
         usage.record(response)
         return response.choices[0].message
 
     complete.model, complete.usage = settings.model, usage
     return complete
+
+
+def wire_messages(settings, messages) -> list:
+    """The messages as sent. A tool-calling turn without text has content None, which LiteLLM
+    leaves out, and that is right for every hosted provider; but some local OpenAI-compatible
+    servers (llama-cpp-python's, for one) answer HTTP 500 to a turn with no content key, so a
+    local openai/ or hosted_vllm/ server gets "" there instead. The transcript is not changed."""
+    prefix = settings.model.split("/", 1)[0] if "/" in settings.model else "openai"
+    if not settings.api_base or prefix not in ("openai", "hosted_vllm"):
+        return messages
+    return [{**m, "content": ""} if isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") is None
+            else m for m in messages]
+
+
+def pause(seconds: float) -> None:
+    """How the retries wait (tests replace it, so they never sleep)."""
+    time.sleep(seconds)
 
 
 def _cost_of(response) -> float | None:
@@ -150,13 +184,112 @@ def _cost_of(response) -> float | None:
 
 
 def counting(complete, usage: Usage):
-    """Wrap ``complete`` so that every model call counts as a step."""
+    """Wrap ``complete`` so that every model call counts as a step, and every reply is bounded.
+
+    agent_loop.bounded_reply runs before the loop sees the reply: unique string ids, plain tool
+    names, at most MAX_CALLS_PER_TURN calls run per turn (the others are answered with an error).
+    """
+
+    import agent_loop  # here, not at the top: the implementation (code/ or reference) is chosen by then
 
     def counted(messages, tool_schemas, **options):
         usage.steps += 1
-        return complete(messages, tool_schemas, **options)  # options: tool_choice, for --structured
+        # options: tool_choice, for --structured
+        return agent_loop.bounded_reply(complete(messages, tool_schemas, **options))
 
     return counted
+
+
+# --------------------------------------------------------------------------- reading LiteLLM's errors
+
+def failure_kind(exc: BaseException) -> str | None:
+    """What a provider error means, most specific first; None for anything else.
+
+    By status code as well as by class, because LiteLLM's classes differ per provider for the same
+    failure (measured with 1.110.2, rubric/checks/test_providers.py): Groq reports 5xx, and a 429
+    whose text does not say "rate limit", as BadRequestError; Anthropic's 529 arrives as
+    InternalServerError with status 500; and every HTTP error also inherits openai.APIError, so a
+    check for APIError alone matches them all.
+    """
+    names = {cls.__name__ for cls in type(exc).__mro__}
+    status = getattr(exc, "status_code", None)
+    text = str(exc)
+    if error_body(exc).get("code") == "tool_use_failed":
+        return TOOL_CALL_FAILED
+    if "ContextWindowExceededError" in names:
+        return "context_window"
+    if "AuthenticationError" in names or status == 401:
+        return "authentication"
+    if "PermissionDeniedError" in names or status == 403:
+        return "permission"
+    if "RateLimitError" in names or status == 429:
+        return RATE_LIMITED
+    if status in (503, 529) or "ServiceUnavailableError" in names or OVERLOAD_WORDS.search(text):
+        return OVERLOADED
+    if "NotFoundError" in names or status == 404:
+        return "not_found"
+    if "Timeout" in names:
+        return "timeout"
+    if status in (400, 422) or status is None and names & {"BadRequestError", "UnprocessableEntityError"}:
+        return "rejected"
+    if "APIConnectionError" in names or re.search(r"Connection (refused|error)|Errno|Name or service", text):
+        return "unreachable"
+    if "APIError" in names:
+        return "provider_failed"
+    return None
+
+
+def error_body(exc: BaseException) -> dict:
+    """The provider's error object: exc.body (openai/ routes) or the JSON inside the message (groq/)."""
+    body = getattr(exc, "body", None)
+    if not isinstance(body, dict):
+        text = str(exc)
+        start = text.find("{")
+        try:  # raw_decode: some messages go on after the JSON (". Handle with `litellm...`")
+            body = json.JSONDecoder().raw_decode(text[start:])[0] if start >= 0 else {}
+        except ValueError:
+            body = {}
+    if not isinstance(body, dict):
+        return {}
+    inner = body.get("error", body)
+    return inner if isinstance(inner, dict) else {"message": inner} if isinstance(inner, str) else {}
+
+
+def provider_message(exc: BaseException, limit: int = 200) -> str:
+    """The provider's own words ("rate limit reached ..."), else the exception's first line."""
+    message = error_body(exc).get("message")
+    if isinstance(message, str) and message.strip():
+        text = " ".join(message.split())
+        return text if len(text) <= limit else text[:limit] + " ..."
+    return LITELLM_PREFIX.sub("", first_line(exc, limit)) or first_line(exc, limit)
+
+
+def retry_wait(exc: BaseException, attempt: int) -> float | None:
+    """Seconds to wait before retrying: the provider's retry-after (or Gemini's retryDelay) if it
+    names one, else FIRST_WAIT doubling. None when the provider asks for more than MAX_WAIT."""
+    asked = asked_wait(exc)
+    if asked is None:
+        return min(FIRST_WAIT * 2**attempt, MAX_WAIT)
+    return asked if asked <= MAX_WAIT else None
+
+
+def asked_wait(exc: BaseException) -> float | None:
+    """How long the provider asked us to wait, in seconds, or None if it did not say."""
+    headers = getattr(exc, "litellm_response_headers", None) or getattr(getattr(exc, "response", None), "headers", None)
+    if headers is not None:
+        try:
+            if headers.get("retry-after-ms"):
+                return max(0.0, float(headers["retry-after-ms"]) / 1000)
+            value = headers.get("retry-after")
+            if value:
+                try:
+                    return max(0.0, float(value))
+                except ValueError:  # an HTTP date
+                    return max(0.0, parsedate_to_datetime(value).timestamp() - time.time())
+        except (TypeError, ValueError, AttributeError):
+            pass
+    delay = re.search(r'"retryDelay":\s*"(\d+(?:\.\d+)?)s"', str(exc))  # Gemini says it in the body
+    return float(delay.group(1)) if delay else None
 
 
 # --------------------------------------------------------------------------- errors as one line
@@ -164,9 +297,10 @@ def counting(complete, usage: Usage):
 CONTEXT_ONLY_NOTE = "(--context-only needs no provider)"  # the end of config.NO_PROVIDER_MESSAGE
 
 
-def describe_error(exc: BaseException, settings=None, offline: str | None = None) -> str:
+def describe_error(exc: BaseException, settings=None, suggest_check=True, offline: str | None = None) -> str:
     """One line for stderr that says what went wrong and what to do; never a traceback.
 
+    ``suggest_check=False`` leaves out the pointer to ``--check`` (for --check's own lines).
     ``offline``: what the calling program can do without a provider, said instead of copilot.py's
     --context-only (evaluate.py and break_and_observe.py have no such flag)."""
     if offline and isinstance(exc, config.ConfigError) and CONTEXT_ONLY_NOTE in str(exc):
@@ -179,24 +313,56 @@ def describe_error(exc: BaseException, settings=None, offline: str | None = None
     if isinstance(exc, (config.ConfigError, ValueError)):
         return str(exc)
     model = getattr(settings, "model", None) or "the model"
-    names = {cls.__name__ for cls in type(exc).__mro__}
-    detail = first_line(exc)
-    if "AuthenticationError" in names:
-        return f"authentication failed for {model}: check the API key in code/.env ({detail})"
-    if "RateLimitError" in names:
-        return f"rate limited by the provider of {model} after {RATE_LIMIT_RETRIES} retries: wait a minute or choose another model ({detail})"
-    if "ContextWindowExceededError" in names:
+    base = getattr(settings, "api_base", None)
+    kind = failure_kind(exc)
+    status = getattr(exc, "status_code", None)
+    said = provider_message(exc)
+    retried = getattr(exc, "copilot_retries", 0)
+    check = ", or run `python copilot.py --check`" if suggest_check else ""
+    if kind == TOOL_CALL_FAILED:
+        return tool_call_failed_line(model, error_body(exc).get("failed_generation"), retried)
+    if kind == "context_window":
         return f"the conversation no longer fits in {model}'s context window: try --top-k 1 or a lower --max-steps"
-    if "NotFoundError" in names:
-        return f"the provider does not know the model {model}: check COPILOT_MODEL ({detail})"
-    if "Timeout" in names:
-        return f"{model} did not answer within {REQUEST_TIMEOUT} s ({detail})"
-    if names & {"APIConnectionError", "InternalServerError", "ServiceUnavailableError", "APIError"}:
-        where = getattr(settings, "api_base", None) or "its provider"
-        return f"could not reach {model} at {where}: {detail}"
-    if "BadRequestError" in names:
-        return f"the provider rejected the request for {model}: {detail}"
-    return f"unexpected {type(exc).__name__}: {detail} (set COPILOT_DEBUG=1 to see the traceback)"
+    if kind == "authentication":
+        return f"authentication failed for {model} (HTTP 401): check its API key in code/.env{check} ({said})"
+    if kind == "permission":
+        return f"the key works but may not use {model} (HTTP 403): check the key's project and model access ({said})"
+    if kind == RATE_LIMITED:
+        asked = asked_wait(exc)
+        if asked is not None and asked > MAX_WAIT:
+            return (f"rate limited by the provider of {model} (HTTP 429): it asks to wait {asked:.0f} s, longer than "
+                    f"the {MAX_WAIT:.0f} s the copilot waits; try later or choose another model ({said})")
+        return (f"rate limited by the provider of {model} (HTTP 429), still after {retried} retries: "
+                f"wait a minute or choose another model ({said})")
+    if kind == OVERLOADED:
+        said_code = error_body(exc).get("code")  # Gemini repeats the HTTP status in its body
+        code = said_code if isinstance(said_code, int) else 529 if "overloaded_error" in str(exc) else status or 503
+        return f"{model} is overloaded (HTTP {code}), still after {retried} retries: it is temporary, try again in a minute ({said})"
+    if kind == "not_found":
+        where = f" and the base URL {base}" if base else ""
+        return f"the provider does not know the model {model} (HTTP 404): check COPILOT_MODEL{where}{check} ({said})"
+    if kind == "timeout":
+        return f"{model} did not answer within {REQUEST_TIMEOUT} s ({said})"
+    if kind == "rejected":
+        if "does not support tools" in said:
+            others = " or ".join(m for m in ("ollama_chat/qwen3", "ollama_chat/llama3.1") if m != model)
+            return f"{model} does not support tools (HTTP 400): choose a model that calls tools, e.g. {others} ({said})"
+        return f"the provider rejected the request for {model} (HTTP {status or 400}): {said}"
+    if kind == "unreachable":
+        see = " See `python copilot.py --check`." if suggest_check else ""
+        return f"could not reach {model} at {base or 'its provider'}: {said} (is the server running?{see})"
+    if kind == "provider_failed":
+        return f"the provider of {model} failed (HTTP {status or '?'}): {said}; try again later"
+    return f"unexpected {type(exc).__name__}: {first_line(exc)} (set COPILOT_DEBUG=1 to see the traceback)"
+
+
+def tool_call_failed_line(model: str, failed_generation, retried: int) -> str:
+    """tool_use_failed that outlasted the retries: quote the malformed call, suggest another model."""
+    wrote = " ".join(str(failed_generation or "").split())[:160] or "(the provider kept none of it)"
+    suggested = config.PROVIDER_DEFAULTS[0][1]  # the lab's first choice; public tool_use_failed reports are mostly Llama
+    instead = f"COPILOT_MODEL={suggested}" if model != suggested else "another provider's model, e.g. openai/gpt-4.1-mini"
+    return (f"{model} wrote a tool call the provider could not parse (tool_use_failed), {retried + 1} times in a row: "
+            f"{wrote!r}. This model does not call tools reliably: try {instead}")
 
 
 def first_line(exc: BaseException, limit: int = 200) -> str:

@@ -4,6 +4,7 @@
     print_report(result)    the answer, its citations, edits (S2), one summary line
     format_trace(steps)     stretch.Step objects as Thought / Action / Observation text (S1)
     save_transcript(...)    --save-transcript: the JSON document plus every message
+    terminal_safe(text)     control characters as visible escapes: every plain-text output uses it
 
 Below copilot.py: it imports agent_loop (the max-steps marker), llm (Usage) and stretch (the trace),
 never copilot.
@@ -13,6 +14,8 @@ from __future__ import annotations
 
 import json
 import os
+import re
+import stat
 import sys
 import time
 from dataclasses import asdict, dataclass, field, is_dataclass
@@ -24,6 +27,30 @@ import stretch
 
 TRACE_OBSERVATION_CHARS = 240   # --trace shortens each observation to this
 TRACE_NOT_DONE = "--trace is stretch milestone S1: implement stretch.trace_steps; see PROJECT.md"
+
+# ESC, BEL, CSI and friends: from a file name, a file's contents or the model's text they would
+# drive the terminal (colours, the window title, the clipboard through OSC 52, clearing the
+# screen). Newline and tab stay; bidi overrides are escaped too (they reorder what you read).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
+
+
+def terminal_safe(text) -> str:
+    """``text`` with every control character written as a visible escape (ESC becomes \\x1b)."""
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                       else f"\\u{ord(m.group()):04x}", str(text))
+
+
+class SafeOutput:
+    """A text stream that passes everything written through terminal_safe."""
+
+    def __init__(self, out):
+        self.out = out
+
+    def write(self, text: str) -> int:
+        return self.out.write(terminal_safe(text))
+
+    def flush(self) -> None:
+        self.out.flush()
 
 
 @dataclass
@@ -79,29 +106,41 @@ class Result:
 
 
 def tool_calls_of(messages) -> list[dict]:
-    """Every tool call in the transcript: step, name, arguments (as sent), and whether it errored."""
-    results = {m.get("tool_call_id"): str(m.get("content", "")) for m in messages if m.get("role") == "tool"}
+    """Every tool call in the transcript: step, name, arguments (as sent), and whether it errored.
+
+    Results are paired with calls by id, in order, each result used once: a repeated id (which
+    llm.counting's bounded_reply prevents, but a transcript may come from elsewhere) still pairs
+    each call with its own result.
+    """
+    results: dict = {}
+    for m in messages:
+        if m.get("role") == "tool":
+            results.setdefault(str(m.get("tool_call_id")), []).append(str(m.get("content", "")))
     calls, step = [], 0
     for message in messages:
         if message.get("role") == "assistant" and message.get("tool_calls"):
             step += 1
             for call in message["tool_calls"]:
                 fn = call.get("function", {})
+                waiting = results.get(str(call.get("id")), [])
+                result = waiting.pop(0) if waiting else ""
                 calls.append({"step": step, "name": fn.get("name"), "arguments": fn.get("arguments"),
-                              "error": results.get(call.get("id"), "").startswith("Error:")})
+                              "error": result.startswith("Error:")})
     return calls
 
 
 # --------------------------------------------------------------------------- the plain report
 
 def print_report(result: Result, trace: bool = False, out=None) -> None:
-    out = out or sys.stdout
+    """The plain report. Everything goes through terminal_safe: file names, contents and the
+    model's text can hold escape sequences."""
+    out = SafeOutput(out or sys.stdout)
     if trace:
         steps, note = trace_or_note(result.messages)
         if steps is not None:
             print(format_trace(steps), end="\n\n", file=out)
         else:
-            print(f"copilot: {note}", file=sys.stderr)
+            print(f"copilot: {terminal_safe(note)}", file=sys.stderr)
     print(result.answer, file=out)
     if result.structured is not None:
         print_structured(result.structured, out)
@@ -153,9 +192,35 @@ def print_edits(edits, out) -> None:
             print("".join(f"    {line}" for line in edit["diff"].splitlines(keepends=True)).rstrip(), file=out)
 
 
-def save_transcript(result: Result, path) -> None:
-    data = {**result.to_json(), "messages": result.messages}
-    Path(path).write_text(json.dumps(data, indent=1, ensure_ascii=False), encoding="utf-8")
+def save_transcript(result: Result, path) -> str | None:
+    """--save-transcript: write the JSON document plus every message to ``path``.
+
+    Returns None, or one line saying why nothing was written (the caller still prints the
+    answer): a missing folder, a directory, a symlink (never followed: it may have been planted
+    to make the copilot overwrite another file) or a file with several hard links.
+    """
+    data = json.dumps({**result.to_json(), "messages": result.messages}, indent=1, ensure_ascii=False)
+    shown = repr(str(path))[:200]
+    target = Path(path)
+    flags = (os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+             | getattr(os, "O_NONBLOCK", 0))  # a FIFO without a reader fails at once instead of waiting
+    try:
+        if target.is_symlink():
+            return f"--save-transcript: {shown} is a symlink; it is not followed, and nothing was written"
+        fd = os.open(target, flags, 0o600)  # O_NOFOLLOW: a link planted since the check is refused too
+    except IsADirectoryError:
+        return f"--save-transcript: {shown} is a directory; name a file"
+    except FileNotFoundError:
+        return f"--save-transcript: the folder of {shown} does not exist; create it or name another file"
+    except (OSError, ValueError) as exc:  # ValueError: a NUL byte in the name
+        return f"--save-transcript: cannot write {shown}: {getattr(exc, 'strerror', None) or exc}"
+    with os.fdopen(fd, "w", encoding="utf-8") as fh:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_nlink > 1:
+            return f"--save-transcript: {shown} is not a plain file (a FIFO, a device, or hard-linked); nothing was written"
+        fh.truncate(0)
+        fh.write(data)
+    return None
 
 
 def save_last_run(result: Result, cache_dir) -> None:

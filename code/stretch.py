@@ -18,7 +18,11 @@ Learner-owned (the rest of this file is provided):
 
 from __future__ import annotations
 
+import contextlib
 import difflib
+import os
+import secrets
+import stat
 import sys
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -76,15 +80,12 @@ def trace_steps(messages) -> list[Step]:
 
 # =========================================================================== S2: edit_file
 #
-# Why an exact, unique replacement (old_string -> new_string), and not a diff or a whole-file write:
-# - a unified diff asks the model for line numbers and context lines that must match exactly;
-#   models around 12B parameters often emit patches that do not apply and spend their turns on
-#   retrying the patch instead of on the fix;
-# - a whole-file write suits a small model on a small file, but on a large file it costs the whole
-#   file in output tokens and can silently drop or change lines the model never meant to touch;
-# - an exact replacement asks only for text the model has just read. When it does not match, or
-#   matches twice, the tool says so and nothing changes. The editing tools of today's large-model
-#   coding agents use this same contract.
+# The edit contract is "replace this exact text, which occurs once". The model quotes text it has
+# just read, so the tool can check the quote before touching anything: no match, or two matches,
+# comes back as an observation and the file stays as it was. The alternatives ask more of a model:
+# a unified diff needs line numbers and context lines that drift as soon as it miscounts (the
+# agentfix workshop saw ~12B models fail to produce patches that apply), and a whole-file rewrite
+# costs output tokens in proportion to the file and hides unintended changes inside the copy.
 
 MAX_EDIT_BYTES = 1_000_000          # larger files are refused: an edit tool is not a data tool
 TEST_DIRS = frozenset({"tests"})
@@ -143,14 +144,18 @@ def is_test_path(parts) -> bool:
 
 def read_text(target: Path, shown: str) -> str:
     """The whole file as text, for an edit. Raises ToolError unless it is an existing regular
-    UTF-8 text file of at most MAX_EDIT_BYTES."""
-    if not target.is_file():  # False for folders, FIFOs and devices as well as missing files
+    UTF-8 text file of at most MAX_EDIT_BYTES. Opened with tools.open_resolved: no symlink is
+    followed at any component, no FIFO is waited on, and a hard-linked file is refused (editing
+    it would change its other names too: a .env, a test, a file outside the repository)."""
+    try:
+        with tools.open_resolved(target) as fh:
+            data = fh.read(MAX_EDIT_BYTES + 1)
+    except tools.ToolError as exc:
         raise tools.ToolError(
-            f"{shown!r} is not an existing file; edit_file changes existing files only "
-            "(list_directory shows what is there)")
-    if target.stat().st_size > MAX_EDIT_BYTES:
+            f"{shown!r} is not an existing file that can be edited ({exc}); edit_file changes existing "
+            "regular files only (list_directory shows what is there)") from None
+    if len(data) > MAX_EDIT_BYTES:
         raise tools.ToolError(f"{shown!r} is larger than {MAX_EDIT_BYTES:,} bytes; edit_file refuses it")
-    data = target.read_bytes()
     if b"\x00" in data[:tools.BINARY_SNIFF_BYTES]:
         raise tools.ToolError(f"{shown!r} is a binary file; edit_file changes text files only")
     try:
@@ -161,9 +166,14 @@ def read_text(target: Path, shown: str) -> str:
 
 def unified_diff(path: str, old: str, new: str) -> str:
     """The change as a unified diff, the format `git diff` prints."""
-    lines = difflib.unified_diff(old.splitlines(keepends=True), new.splitlines(keepends=True),
-                                 f"a/{path}", f"b/{path}")
+    lines = difflib.unified_diff(_with_ends(old), _with_ends(new), f"a/{path}", f"b/{path}")
     return "".join(line if line.endswith("\n") else line + "\n" for line in lines)
+
+
+def _with_ends(text: str) -> list[str]:
+    """Lines split as tools.split_lines splits them (on "\\n" only), each keeping its ending."""
+    lines = text.split("\n")
+    return [line + "\n" for line in lines[:-1]] + ([lines[-1]] if lines[-1] else [])
 
 
 def plan_edit(repo_root, path, old_string, new_string) -> Edit:
@@ -258,15 +268,47 @@ def _edit_arguments_problem(args) -> str | None:
 
 
 def apply_edit(edit: Edit) -> None:
-    """Write the edit, unless the file changed after plan_edit read it (then ToolError)."""
-    if edit.target.read_bytes() != edit.old_text.encode("utf-8"):
+    """Write the edit, unless the file changed after plan_edit read it (then ToolError).
+
+    Writes a new file beside the target and renames it over the name (os.replace): a hard link
+    is never written through, a symlink planted at the name is replaced rather than followed,
+    the folder is reached without following links (tools.open_resolved; where the OS has no
+    openat(), checked just before writing), and nobody ever reads half a file. The file keeps
+    its permission bits.
+    """
+    if read_text(edit.target, edit.path) != edit.old_text:
         raise tools.ToolError(f"{edit.path!r} changed after the edit was checked; read it again and redo the edit")
-    edit.target.write_bytes(edit.new_text.encode("utf-8"))
+    data, name = edit.new_text.encode("utf-8"), edit.target.name
+    temp = f".{name}.{os.getpid()}.{secrets.token_hex(4)}.edit"
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
+    folder = tools.open_resolved(edit.target, write_dir=True)  # -1 where the OS has no openat()
+    at = {"dir_fd": folder} if folder >= 0 and os.rename in os.supports_dir_fd else None
+    try:
+        if at is not None:
+            mode = stat.S_IMODE(os.stat(name, dir_fd=folder, follow_symlinks=False).st_mode)
+            fd = os.open(temp, flags, mode, dir_fd=folder)
+        else:
+            temp = str(edit.target.with_name(temp))
+            fd = os.open(temp, flags, stat.S_IMODE(os.lstat(edit.target).st_mode))
+        try:
+            with os.fdopen(fd, "wb") as fh:
+                fh.write(data)
+            if at is not None:
+                os.replace(temp, name, src_dir_fd=folder, dst_dir_fd=folder)
+            else:
+                os.replace(temp, edit.target)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(temp, **(at or {}))
+            raise
+    finally:
+        if folder >= 0:
+            os.close(folder)
 
 
 def ask_on_terminal(edit: Edit) -> bool:
     """Show the diff and ask y/N on the terminal (stderr); anything but y or yes means no."""
-    print(edit.diff, file=sys.stderr)
+    print("\n".join(tools.printable(line) for line in edit.diff.split("\n")), file=sys.stderr)  # no raw ESC
     print(f"Apply this edit to {edit.path}? [y/N] ", end="", file=sys.stderr, flush=True)
     return sys.stdin.readline().strip().lower() in ("y", "yes")
 

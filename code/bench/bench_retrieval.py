@@ -1,20 +1,31 @@
-"""Retrieval quality of context_selector's ranker against plain BM25 over the same chunks.
+"""Retrieval quality of context_selector's lexical ranker against plain BM25, with 95% intervals.
 
-    python bench/bench_retrieval.py            # from code/; needs ../shared/corpus (flask, requests)
+    python bench/bench_retrieval.py              # from code/: 225 questions over flask, requests, Django (~1 min)
+    python bench/bench_retrieval.py --set v1     # the first set: 50 questions over flask and requests
+    python bench/bench_retrieval.py --ablate     # also each scoring choice switched off, paired with the default
+    python bench/bench_retrieval.py --check      # verify the set: relevant files exist, citations hold
+    python bench/bench_retrieval.py -v           # also list the questions the lexical ranker misses
+    python bench/bench_retrieval.py --save before.json      # keep each question's ranks ...
+    python bench/bench_retrieval.py --compare before.json   # ... and pair a later run with them
 
-For each question in retrieval_questions.jsonl (a developer question and the file that answers
-it), both rankers order the repository's files by their best chunk; we report the mean
-reciprocal rank (MRR) of the answering file, how often it comes first (top-1), and how often it
-is among the first 3 (in-3: the files copilot.py injects context from by default).
-  - context_selector: identifier-aware terms (snake_case/CamelCase split, plurals folded),
-    question stopwords dropped, the file's path words added to each chunk, BM25 weights, and
-    the file-role weights (tests, docs and changelogs count less than source).
-  - plain BM25: the same chunks, lowercase \\w+ tokens, nothing else.
+Each question names the files that answer it (``relevant``). Both rankers order the repository's
+files by their best chunk (as select_context does before it picks snippets) and we report:
+  R@k  share of questions with a relevant file among the first k (k = 1, 3, 5; copilot.py injects 3)
+  MRR  mean of 1/rank of the first relevant file (0 when none is ranked)
+The rankers:
+  lexical     context_selector as shipped: identifier-aware terms, question stop words dropped,
+              path words added to each chunk, BM25, file-role weights chosen by the question's intent.
+  plain BM25  the same chunks, lowercase \\w+ tokens, textbook BM25, nothing else.
+Intervals: percentile bootstrap over questions (2,000 resamples, seeded). A difference between two
+rankers is bootstrapped paired (the same resampled questions for both), so it is far tighter than
+the two separate intervals suggest; a change is worth keeping when that interval excludes 0.
 This is a measurement, not a test: the numbers go in the report, nothing asserts on them.
 """
 
 from __future__ import annotations
 
+import argparse
+import contextlib
 import json
 import math
 import re
@@ -22,94 +33,232 @@ import sys
 import tarfile
 import tempfile
 import time
-from collections import Counter
+from collections import Counter, defaultdict
 from pathlib import Path
+
+import numpy as np
 
 CODE_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(CODE_DIR))
+sys.path.insert(0, str(Path(__file__).resolve().parent))
 
+import context_index  # noqa: E402
 import context_selector as cs  # noqa: E402
+from retrieval_stats import CUTOFFS, bootstrap_ci, first_relevant_rank, metrics  # noqa: E402
 
 CORPUS = CODE_DIR.parent.parent / "shared" / "corpus"
-ARCHIVES = {"flask": "flask-3.1.0.tar.gz", "requests": "requests-2.32.3.tar.gz"}
-QUESTIONS = Path(__file__).with_name("retrieval_questions.jsonl")
+ARCHIVES = {"flask": "flask-3.1.0.tar.gz", "requests": "requests-2.32.3.tar.gz", "django": "Django-5.1.4.tar.gz"}
+SETS = {"v2": Path(__file__).with_name("retrieval_questions_v2.jsonl"),
+        "v1": Path(__file__).with_name("retrieval_questions.jsonl")}
 WORD = re.compile(r"\w+")
 
 
-def extract(name: str, into: Path) -> Path:
-    with tarfile.open(CORPUS / ARCHIVES[name]) as tar:
-        tar.extractall(into, filter="data")
-    return next(p for p in into.iterdir() if p.is_dir() and p.name.startswith(name))
-
+# --------------------------------------------------------------------------- rankers
 
 def file_ranking(index, scores) -> list[str]:
     """Files ordered by their best chunk's score (files with no matching chunk left out)."""
-    best: dict[str, float] = {}
-    for chunk in range(index.n_chunks):
-        if scores[chunk] > 0:
-            path = index.chunk_path(chunk)
-            best[path] = max(best.get(path, 0.0), float(scores[chunk]))
-    return sorted(best, key=lambda p: -best[p])
+    scores = np.asarray(scores, dtype=np.float64)
+    best = np.zeros(len(index.files))
+    np.maximum.at(best, index.chunk_file, scores)
+    order = np.argsort(-best, kind="stable")
+    return [index.files[f][0] for f in order if best[f] > 0]
 
 
 class PlainBM25:
     """Textbook BM25 over the same chunks as the index, with lowercase \\w+ tokens."""
 
     def __init__(self, index):
-        self.docs: list[Counter] = []
+        postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
+        lengths = np.zeros(index.n_chunks)
+        by_file = defaultdict(list)
         for chunk in range(index.n_chunks):
-            lines = cs._file_lines(index, index.chunk_path(chunk))
-            text = "\n".join(lines[index.chunk_start[chunk] - 1:index.chunk_end[chunk]])
-            self.docs.append(Counter(WORD.findall(text.lower())))
-        self.lengths = [sum(d.values()) for d in self.docs]
-        self.avg = sum(self.lengths) / max(len(self.lengths), 1)
-        self.df = Counter(t for d in self.docs for t in d)
+            by_file[int(index.chunk_file[chunk])].append(chunk)
+        for file, chunks in by_file.items():
+            lines = cs.file_lines(index, index.files[file][0])  # each file read once
+            for chunk in chunks:
+                text = "\n".join(lines[index.chunk_start[chunk] - 1:index.chunk_end[chunk]])
+                counts = Counter(WORD.findall(text.lower()))
+                lengths[chunk] = sum(counts.values())
+                for term, tf in counts.items():
+                    postings[term].append((chunk, tf))
+        self.postings = {t: np.array(p, dtype=np.int64).T for t, p in postings.items()}
+        self.n = index.n_chunks
+        self.norm = cs.BM25_K1 * (1 - cs.BM25_B + cs.BM25_B * lengths / max(lengths.mean(), 1.0))
 
-    def scores(self, question: str) -> list[float]:
-        n = len(self.docs)
-        terms = set(WORD.findall(question.lower()))
-        out = []
-        for doc, length in zip(self.docs, self.lengths):
-            score = 0.0
-            for t in terms:
-                tf = doc.get(t, 0)
-                if tf:
-                    idf = math.log1p((n - self.df[t] + 0.5) / (self.df[t] + 0.5))
-                    score += idf * tf * (cs.BM25_K1 + 1) / (tf + cs.BM25_K1 * (1 - cs.BM25_B + cs.BM25_B * length / self.avg))
-            out.append(score)
-        return out
+    def scores(self, question: str) -> np.ndarray:
+        total = np.zeros(self.n)
+        for term in set(WORD.findall(question.lower())):
+            if term not in self.postings:
+                continue
+            chunks, tf = self.postings[term]
+            idf = math.log1p((self.n - len(chunks) + 0.5) / (len(chunks) + 0.5))
+            total[chunks] += idf * tf * (cs.BM25_K1 + 1) / (tf + self.norm[chunks])
+        return total
 
 
-def reciprocal_rank(ranking: list[str], answer: str) -> float:
-    return 1.0 / (ranking.index(answer) + 1) if answer in ranking else 0.0
+def lexical_ranking(index, question: str) -> list[str]:
+    return file_ranking(index, cs.score_chunks(index, cs.question_terms(question), cs.question_intent(question)))
+
+
+# Each scoring choice switched off, to measure what it gains and what it costs (--ablate).
+# A variant patches context_selector while the index is built and the questions are ranked.
+ABLATIONS = {
+    "no role weights": {"ROLE_WEIGHTS": {role: 1.0 for role in cs.ROLE_WEIGHTS}, "INTENT_WEIGHTS": {}},
+    "no question intent": {"INTENT_WEIGHTS": {}},
+    "path weight 1": {"PATH_WEIGHT": 1},
+    "path weight 0": {"PATH_WEIGHT": 0},
+    "no stop words": {"STOPWORDS": frozenset()},
+}
+
+
+@contextlib.contextmanager
+def patched(changes: dict):
+    saved = {name: getattr(cs, name) for name in changes}
+    parallel = context_index.PARALLEL_MIN_BYTES
+    try:
+        for name, value in changes.items():
+            setattr(cs, name, value)
+        cs._terms_memo.clear()  # identifier_terms is memoized: a tokenizer change must not see old terms
+        context_index.PARALLEL_MIN_BYTES = math.inf  # worker processes would import the unpatched module
+        yield
+    finally:
+        for name, value in saved.items():
+            setattr(cs, name, value)
+        cs._terms_memo.clear()
+        context_index.PARALLEL_MIN_BYTES = parallel
+
+
+def build(root, listing):
+    """A fresh index (no cache), with the selector's functions as they are now (patched or not)."""
+    recipe = context_index.Recipe(cs.INDEX_VERSION, cs.index_file, cs.identifier_terms)
+    return context_index.build_index(root, listing, recipe)
+
+
+# --------------------------------------------------------------------------- the run
+
+def load_questions(name: str) -> list[dict]:
+    questions = []
+    for line in SETS[name].read_text(encoding="utf-8").splitlines():
+        if line.strip():
+            q = json.loads(line)
+            q.setdefault("relevant", [q.get("answer")])  # v1: one answering file, all source
+            q.setdefault("style", "source")
+            questions.append(q)
+    return questions
+
+
+def extract(name: str, into: Path) -> Path:
+    with tarfile.open(CORPUS / ARCHIVES[name]) as tar:
+        tar.extractall(into, filter="data")
+    return next(p for p in into.iterdir() if p.is_dir() and p.name.lower().startswith(name))
+
+
+def check(questions, roots) -> int:
+    """Every relevant file exists and the citation's line contains the expected text."""
+    problems = 0
+    for q in questions:
+        root = roots[q["repo"]]
+        for rel in q["relevant"]:
+            if not (root / rel).is_file():
+                print(f"  missing file: {q['repo']}/{rel} ({q['question']})")
+                problems += 1
+        if "citation" in q:
+            path, line = q["citation"].rsplit(":", 1)
+            text = (root / path).read_text(encoding="utf-8") if (root / path).is_file() else ""
+            lines = [line.removesuffix("\r") for line in text.split("\n")]  # the tools' line numbering
+            if not 0 < int(line) <= len(lines) or q["expect"] not in lines[int(line) - 1]:
+                print(f"  citation {q['repo']}/{q['citation']} does not contain {q['expect']!r}")
+                problems += 1
+    print(f"{len(questions)} questions checked, {problems} problem(s)")
+    return 1 if problems else 0
+
+
+def rank_all(questions, roots, variants) -> dict[str, list[int]]:
+    """{ranker: [rank of the first relevant file, per question]} for plain BM25, lexical and each variant."""
+    ranks: dict[str, list[int]] = defaultdict(list)
+    for repo in dict.fromkeys(q["repo"] for q in questions):
+        mine = [q for q in questions if q["repo"] == repo]
+        root = roots[repo]
+        listing = context_index.list_repo(root)
+        index = build(root, listing)
+        unindexed = {rel for q in mine for rel in q["relevant"]} - {index.files[f][0] for f in set(index.chunk_file.tolist())}
+        if unindexed:
+            print(f"  note: {repo}: relevant but not indexed: {sorted(unindexed)}")
+        plain = PlainBM25(index)
+        for q in mine:
+            ranks["plain BM25"].append(first_relevant_rank(file_ranking(index, plain.scores(q["question"])), q["relevant"]))
+            ranks["lexical"].append(first_relevant_rank(lexical_ranking(index, q["question"]), q["relevant"]))
+        for name, changes in variants.items():
+            with patched(changes):
+                variant = build(root, listing)
+                for q in mine:
+                    ranks[name].append(first_relevant_rank(lexical_ranking(variant, q["question"]), q["relevant"]))
+    return ranks
+
+
+def ordered(questions, ranks):
+    """The questions in the order rank_all visits them (grouped by repository)."""
+    return [q for repo in dict.fromkeys(q["repo"] for q in questions) for q in questions if q["repo"] == repo]
+
+
+def report(questions, ranks, baseline="plain BM25", main="lexical") -> None:
+    groups = {"all": np.ones(len(questions), bool)}
+    for key in ("repo", "style"):
+        for value in dict.fromkeys(q[key] for q in questions):
+            groups[value] = np.array([q[key] == value for q in questions])
+    per = {name: metrics(r) for name, r in ranks.items()}
+    columns = [f"R@{k}" for k in CUTOFFS] + ["MRR"]
+    print(f"\n{'group':<11}{'n':>4}  {'ranker':<17}" + "".join(f"{c:<20}" for c in columns))
+    for group, mask in groups.items():
+        for name in (main, baseline):
+            cells = [bootstrap_ci(per[name][c][mask]) for c in columns]
+            print(f"{group:<11}{int(mask.sum()):>4}  {name:<17}" + "".join(f"{m:.2f} [{lo:.2f}, {hi:.2f}]  " for m, lo, hi in cells))
+    print(f"\npaired differences, 95% bootstrap interval ('*': excludes 0)")
+    others = [n for n in ranks if n != main]
+    print(f"{'group':<11}{'n':>4}  {'comparison':<34}" + "".join(f"{c:<23}" for c in columns))
+    for group, mask in groups.items():
+        for other in others:
+            cells = [bootstrap_ci(per[main][c][mask] - per[other][c][mask]) for c in columns]
+            print(f"{group:<11}{int(mask.sum()):>4}  {main + ' - ' + other:<34}" + "".join(
+                f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]{'*' if lo > 0 or hi < 0 else ' '}" for m, lo, hi in cells))
 
 
 def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--set", choices=sorted(SETS), default="v2")
+    parser.add_argument("--ablate", action="store_true", help="also rank with each ABLATIONS variant")
+    parser.add_argument("--check", action="store_true", help="only verify the question set against the corpus")
+    parser.add_argument("-v", action="store_true", help="list the lexical ranker's misses at rank 1")
+    parser.add_argument("--save", metavar="FILE", help="write every ranker's per-question ranks as JSON")
+    parser.add_argument("--compare", metavar="FILE", help="add the lexical ranks saved by --save as 'before'")
+    args = parser.parse_args()
     if not CORPUS.is_dir():
         print(f"skipped: {CORPUS} is not here (the corpus lives in ../shared, outside the project)")
         return 0
-    questions = [json.loads(line) for line in QUESTIONS.read_text().splitlines() if line.strip()]
-    totals = {"context_selector": [], "plain BM25": []}
-    misses = []
+    questions = load_questions(args.set)
     with tempfile.TemporaryDirectory() as tmp:
-        for name in ARCHIVES:
-            root = extract(name, Path(tmp))
-            index = cs.build_index(root, cs.list_repo(root))
-            plain = PlainBM25(index)
-            for q in (q for q in questions if q["repo"] == name):
-                ours = file_ranking(index, index.scores(cs.question_terms(q["question"])))
-                base = file_ranking(index, plain.scores(q["question"]))
-                totals["context_selector"].append(reciprocal_rank(ours, q["answer"]))
-                totals["plain BM25"].append(reciprocal_rank(base, q["answer"]))
-                if ours[:1] != [q["answer"]]:
-                    misses.append(f"  {q['question']}\n    want {q['answer']}, got {ours[:3]}")
-    print(f"{len(questions)} questions over flask 3.1.0 and requests 2.32.3 (whole repositories: src, tests, docs)")
-    for ranker, rr in totals.items():
-        top1 = sum(1 for r in rr if r == 1.0) / len(rr)
-        in3 = sum(1 for r in rr if r >= 1 / 3) / len(rr)
-        print(f"  {ranker:<17} MRR {sum(rr) / len(rr):.3f}   top-1 {top1:.0%}   in-3 {in3:.0%}")
-    if "-v" in sys.argv:
-        print("context_selector misses:\n" + "\n".join(misses))
+        roots = {}
+        for repo in dict.fromkeys(q["repo"] for q in questions):
+            (Path(tmp) / repo).mkdir()
+            roots[repo] = extract(repo, Path(tmp) / repo)
+        if args.check:
+            return check(questions, roots)
+        ranks = rank_all(questions, roots, ABLATIONS if args.ablate else {})
+    questions = ordered(questions, ranks)
+    keys = [f"{q['repo']}|{q['question']}" for q in questions]
+    if args.compare:
+        saved = json.loads(Path(args.compare).read_text(encoding="utf-8"))
+        ranks["before"] = [saved["lexical"][key] for key in keys]  # KeyError: saved from another set
+    if args.save:
+        Path(args.save).write_text(json.dumps({name: dict(zip(keys, r)) for name, r in ranks.items()}), encoding="utf-8")
+    print(f"{len(questions)} questions ({args.set}) over " + ", ".join(ARCHIVES[r].removesuffix('.tar.gz') for r in roots)
+          + " (whole trees: source, tests, docs)")
+    report(questions, ranks)
+    if args.v:
+        print("\nlexical misses (rank of the first relevant file; 0 = not ranked):")
+        for q, r in zip(questions, ranks["lexical"]):
+            if r != 1:
+                print(f"  [{q['repo']}/{q['style']}] rank {r}: {q['question']}  -> {q['relevant'][0]}")
     return 0
 
 

@@ -6,9 +6,10 @@
         server.chat_requests[1]["messages"]     # exactly what LiteLLM sent the second time
 
 Endpoints on 127.0.0.1 (a free port): POST /v1/chat/completions, POST /v1/embeddings,
-GET /v1/models. Every request body is recorded in ``server.requests`` as (path, body).
-Embeddings are deterministic bag-of-words vectors, so tests can predict which text is nearest.
-Standard library only.
+GET /v1/models. Every request body is recorded in ``server.requests`` as (path, body), its
+headers in ``server.request_headers``. Embeddings are deterministic bag-of-words vectors, so tests
+can predict which text is nearest. harness/native_fakes.py reuses this server for the native
+Anthropic, Gemini and Ollama APIs. Standard library only.
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 EMBEDDING_DIMENSIONS = 64
+MAX_BODY_BYTES = 8 << 20    # a request larger than this is refused, not read
+SOCKET_TIMEOUT = 10         # seconds a connection may sit idle before the handler gives up
+
+# Groq's message for tool_use_failed (the model's raw text is in "failed_generation").
+GROQ_TOOL_USE_FAILED = "Failed to call a function. Please adjust your prompt. See 'failed_generation' for more details."
 
 
 def text_reply(content: str) -> dict:
@@ -33,9 +39,22 @@ def tool_reply(*calls, content=None) -> dict:
     return {"content": content, "tool_calls": [{"name": n, "arguments": a} for n, a in calls]}
 
 
-def error_reply(status: int, message: str, kind: str = "invalid_request_error") -> dict:
-    """An HTTP error in OpenAI's format (401 authentication, 429 rate limit, 500 ...)."""
-    return {"status": status, "error": {"message": message, "type": kind, "code": None}}
+def error_reply(status: int, message: str, kind: str = "invalid_request_error", headers=None, **fields) -> dict:
+    """An HTTP error in OpenAI's format (401 authentication, 429 rate limit, 500 ...).
+
+    ``headers`` are sent with it (e.g. {"retry-after": "2"}); ``fields`` go into the error object.
+    The native fakes render the same reply in their own error format.
+    """
+    return {"status": status, "error": {"message": message, "type": kind, "code": None, **fields},
+            "headers": dict(headers or {})}
+
+
+def tool_use_failed_reply(failed_generation: str, message: str = GROQ_TOOL_USE_FAILED) -> dict:
+    """Groq's HTTP 400 when the model wrote a tool call Groq could not parse or validate.
+
+    ``failed_generation`` is what the model wrote, e.g. '<function=read_file{"path": "a.py"}</function>'.
+    """
+    return error_reply(400, message, code="tool_use_failed", failed_generation=failed_generation)
 
 
 def bag_of_words_vector(text: str, dimensions: int = EMBEDDING_DIMENSIONS) -> list[float]:
@@ -59,6 +78,7 @@ class FakeServer:
         self.embed = embed
         self.delay = delay  # seconds before each answer, to imitate a slow provider
         self.requests: list[tuple[str, dict]] = []
+        self.request_headers: list[dict[str, str]] = []  # lower-cased names, one dict per request
         self._lock = threading.Lock()
         self._httpd = None
         self._thread = None
@@ -76,7 +96,8 @@ class FakeServer:
         self._httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
         self.port = self._httpd.server_address[1]
         self._httpd.daemon_threads = True
-        self._thread = threading.Thread(target=self._httpd.serve_forever, daemon=True)
+        # a short poll interval: stop() (shutdown) waits up to one interval
+        self._thread = threading.Thread(target=self._httpd.serve_forever, args=(0.05,), daemon=True)
         self._thread.start()
         return self
 
@@ -100,18 +121,32 @@ class FakeServer:
         return [body for path, body in self.requests if path.endswith("/embeddings")]
 
     # ------------------------------------------------------------------ answers
-    def answer_chat(self, body: dict) -> tuple[int, dict]:
+    def handle(self, method: str, path: str, headers: dict, body: dict):
+        """(status, payload, headers) for one request; the native fakes override this."""
+        if method == "GET":
+            if path.endswith("/models"):
+                return 200, {"object": "list", "data": [{"id": "fake", "object": "model"}]}, {}
+        elif path.endswith("/chat/completions"):
+            return self.answer_chat(body)
+        elif path.endswith("/embeddings"):
+            return (*self.answer_embeddings(body), {})
+        return 404, {"error": {"message": f"no route {path}", "type": "not_found"}}, {}
+
+    def next_reply(self, body: dict, n: int) -> dict:
+        """The n-th scripted reply (0-based), or an HTTP 500 "script exhausted"."""
         with self._lock:
-            n = len(self.chat_requests) - 1
             if callable(self.replies):
-                reply = self.replies(body, n)
-            elif n < len(self.replies):
-                reply = self.replies[n]
-            else:
-                reply = error_reply(500, f"script exhausted: the test scripted {len(self.replies)} replies", "server_error")
+                return self.replies(body, n)
+            if n < len(self.replies):
+                return self.replies[n]
+        return error_reply(500, f"script exhausted: the test scripted {len(self.replies)} replies", "server_error")
+
+    def answer_chat(self, body: dict):
+        n = len(self.chat_requests) - 1
+        reply = self.next_reply(body, n)
         if "status" in reply:
-            return reply["status"], {"error": reply["error"]}
-        return 200, chat_completion(body, reply, n)
+            return reply["status"], {"error": reply["error"]}, reply.get("headers", {})
+        return 200, chat_completion(body, reply, n), {}
 
     def answer_embeddings(self, body: dict) -> tuple[int, dict]:
         texts = body.get("input")
@@ -147,36 +182,45 @@ def chat_completion(body: dict, reply: dict, n: int) -> dict:
 class _Handler(BaseHTTPRequestHandler):
     server_state: FakeServer  # set on the subclass made in FakeServer.start
     protocol_version = "HTTP/1.1"
+    timeout = SOCKET_TIMEOUT
 
     def do_POST(self):  # noqa: N802 (the http.server naming)
         length = int(self.headers.get("Content-Length") or 0)
+        if length > MAX_BODY_BYTES:
+            self.close_connection = True
+            return self._send(413, {"error": {"message": "request too large", "type": "invalid_request_error"}})
         try:
             body = json.loads(self.rfile.read(length) or b"{}")
         except ValueError:
             return self._send(400, {"error": {"message": "body is not JSON", "type": "invalid_request_error"}})
-        state = self.server_state
-        with state._lock:
-            state.requests.append((self.path, body))
-        if state.delay:
-            time.sleep(state.delay)
-        if self.path.endswith("/chat/completions"):
-            return self._send(*state.answer_chat(body))
-        if self.path.endswith("/embeddings"):
-            return self._send(*state.answer_embeddings(body))
-        return self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+        self._answer("POST", body)
 
     def do_GET(self):  # noqa: N802
-        if self.path.endswith("/models"):
-            return self._send(200, {"object": "list", "data": [{"id": "fake", "object": "model"}]})
-        return self._send(404, {"error": {"message": f"no route {self.path}", "type": "not_found"}})
+        self._answer("GET", {})
 
-    def _send(self, status: int, payload: dict):
+    def _answer(self, method: str, body: dict):
+        state = self.server_state
+        headers = {k.lower(): v for k, v in self.headers.items()}
+        if method == "POST":
+            with state._lock:
+                state.requests.append((self.path, body))
+                state.request_headers.append(headers)
+            if state.delay:
+                time.sleep(state.delay)
+        self._send(*state.handle(method, self.path, headers, body))
+
+    def _send(self, status: int, payload, headers=None):
         data = json.dumps(payload).encode()
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
+        for name, value in (headers or {}).items():
+            self.send_header(name, str(value))
         self.send_header("Content-Length", str(len(data)))
         self.end_headers()
-        self.wfile.write(data)
+        try:
+            self.wfile.write(data)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test): fine
+            self.close_connection = True
 
     def log_message(self, *args):  # keep test output clean
         pass

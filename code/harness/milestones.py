@@ -35,15 +35,18 @@ MILESTONES: tuple[Milestone, ...] = (
         "M1", "Sandbox paths", ("tools.safe_resolve",), "code/tools.py",
         f"{LESSON}, Section 4, Example 1",
         (
-            "The model's path is untrusted input. Where would the operating system *really* "
-            "open it, after '..' and symlinks? Judge that place, not the spelling.",
-            "Resolve the root and the joined path with Path.resolve(). Then ask whether the "
-            "resolved target is the root or lies under it, by path components "
-            "(Path.is_relative_to), not by string prefix: '/repo_evil' starts with '/repo'. "
-            "Reject non-strings and NUL bytes before touching the filesystem.",
-            "if path is not a str or contains NUL: raise ValueError\n"
+            "Try one by hand: print (Path('repo') / 'shop/../../etc/passwd').resolve(). "
+            "That printed location, not the text the model sent, is what your check should judge.",
+            "Call Path.resolve() on the root and on root / path, so '..' and symlinks are "
+            "already applied. Accept only a target equal to the root or below it, tested on "
+            "path parts (Path.is_relative_to): a text prefix test admits '/repo_evil' for "
+            "'/repo'. Refuse a non-str, a path containing '\\0' or one over MAX_PATH_CHARS "
+            "before anything else, and turn resolve()'s RuntimeError/OSError (a symlink loop) "
+            "into ValueError.",
+            "if path is not a str, contains NUL or is too long: raise ValueError\n"
             "root   = resolve(repo_root)\n"
             "target = resolve(root joined with path)      # may not exist yet: fine\n"
+            "         (a loop raises RuntimeError/OSError: re-raise as ValueError)\n"
             "if target is not inside root (component-wise): raise ValueError\n"
             "return target",
         ),
@@ -55,14 +58,15 @@ MILESTONES: tuple[Milestone, ...] = (
             "Print type(message.tool_calls[0].function.arguments). It looks like a dict. Is it?",
             "A message with no tool calls may have no attribute, None, or []: treat all three "
             "as 'no calls'. For each call, json.loads the arguments string (an empty string "
-            "means no arguments: {}). Bad JSON, or JSON that is not an object, must not raise: "
+            "means no arguments: {}). Bad JSON, or JSON that is not an object, must not raise "
+            "(json.loads raises RecursionError for very deep nesting, which is not a ValueError): "
             "return a ToolCall with arguments={} and error set, so the loop can tell the model "
             "what went wrong.",
             "calls = []\n"
             "for each raw in (message.tool_calls or []):\n"
             "    text = raw.function.arguments\n"
             "    try: args = json.loads(text) if text != '' else {}    # \"\" means no arguments\n"
-            "    except invalid JSON: append ToolCall(id, name, {}, error=...); continue\n"
+            "    except invalid JSON or too deep: append ToolCall(id, name, {}, error=...); continue\n"
             "    if args is not a dict: append ToolCall(id, name, {}, error=...); continue\n"
             "    append ToolCall(raw.id, raw.function.name, args)\n"
             "return calls",
@@ -74,7 +78,8 @@ MILESTONES: tuple[Milestone, ...] = (
         (
             "The model reads whatever dispatch_tool returns. An exception reaches nobody it "
             "can help; a clear 'Error: ...' string reaches the model, which can try again.",
-            "Look the name up in TOOL_FUNCTIONS. Check that args is a dict and that "
+            "Look the name up in TOOL_FUNCTIONS (only if it is a str: a list is unhashable). "
+            "Check that args is a dict and that "
             "check_arguments(name, args) finds no problem. Call fn(repo_root, **args): the "
             "root comes from your application, never from args. Catch ValueError and "
             "ToolError (expected) and any other Exception (a tool bug) and return them as "

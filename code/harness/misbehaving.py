@@ -1,7 +1,8 @@
 """Scripted misbehaving models and a throwaway workspace for break_and_observe.py (M6).
 
-The models stand in for an LLM (every evidence block labels them as scripted, not real). Only
-their decisions are scripted; the tools they call are real and read the workspace's files.
+The models stand in for an LLM, and every evidence block labels them as scripted. What each one
+asks for is fixed in advance; what happens next (parsing, dispatch, the sandbox, reading the
+workspace's files) is the lab's own code running for real.
 
 The workspace is a fresh temporary folder: <tmp>/repo is a copy of fixture_repo, and for the
 escape scenario <tmp>/outside/secret.txt and <tmp>/repo_evil/secret.txt hold a sentinel beside the

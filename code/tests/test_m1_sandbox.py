@@ -6,6 +6,7 @@ absolute paths, symlinks, and the sibling folder that shares a name prefix.
 
 from __future__ import annotations
 
+import importlib
 from pathlib import Path
 
 import pytest
@@ -178,3 +179,48 @@ def test_non_string_path_raises(safe_resolve, tree, bad):
     """Tool arguments are untrusted: a path that is not a str raises ValueError."""
     rejected(safe_resolve, tree, bad, "the path is not a string",
              "the model can send any JSON type; check isinstance(rel_path, str) first")
+
+
+# ---------------------------------------------------------------- hostile repositories and arguments
+
+def test_symlink_loop_raises_value_error(safe_resolve, tree, symlink):
+    """A symlink loop inside the repository ('a' -> 'b' -> 'a') is refused with ValueError, not a crash."""
+    symlink(tree.root / "a", tree.root / "b")
+    symlink(tree.root / "b", tree.root / "a")
+    called = "safe_resolve(<tmp>/repo, 'a/x.py')   # a -> b -> a"
+    try:
+        got = safe_resolve(tree.root, "a/x.py")
+    except ValueError:
+        return
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        fail(M1, FN, called, "ValueError (the path cannot be resolved: a symlink loop)",
+             f"{type(exc).__name__}: {hide_tmp(exc, tree.tmp)}",
+             "Path.resolve() raises RuntimeError (OSError on some systems) for a loop: catch both "
+             "around resolve() and raise ValueError, the one error dispatch_tool expects from the sandbox")
+    # Some Python versions return a loop unresolved instead of raising: still inside, still safe.
+    check(isinstance(got, Path) and got.is_relative_to(tree.root.resolve()), M1, FN, called,
+          "ValueError, or (where resolve() does not raise on loops) a path inside the repository",
+          hide_tmp(got, tree.tmp), "judge the resolved target like any other")
+
+
+@pytest.mark.parametrize("path", ["x/" * 50_000, "../" * 30_000 + "etc/passwd", "a" * 300_000],
+                         ids=["100k chars of folders", "30k '..' climbs", "one 300k-char name"])
+def test_very_long_path_raises_before_resolving(safe_resolve, tree, path):
+    """A path longer than tools.MAX_PATH_CHARS is refused with ValueError (resolving a megabyte takes ~40 s)."""
+    limit = getattr(importlib.import_module("tools"), "MAX_PATH_CHARS", 4096)
+    called = f"safe_resolve(<tmp>/repo, {show(path, 60)})   # {len(path):,} characters"
+    try:
+        got = safe_resolve(tree.root, path)
+    except ValueError:
+        return
+    except NotImplementedError:
+        raise
+    except Exception as exc:
+        fail(M1, FN, called, "ValueError (the path is too long)", f"{type(exc).__name__}: {show(str(exc), 200)}",
+             "raise ValueError for every refused path, so dispatch_tool can catch one kind of error")
+    fail(M1, FN, called, f"ValueError ({len(path):,} characters is over MAX_PATH_CHARS = {limit:,})",
+         f"returned a path of {len(str(got)):,} characters",
+         "check len(rel_path) > MAX_PATH_CHARS with the other cheap checks, before resolving: "
+         "no real file has such a path, and resolve() on a megabyte of path takes ~40 s")

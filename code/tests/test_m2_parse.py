@@ -127,3 +127,22 @@ def test_valid_and_broken_calls_in_one_turn(parse):
     expected = [("ok1", {"path": "a.py"}, False), ("bad", {}, True), ("ok2", {"query": "x"}, False)]
     check(got == expected, M2, FN, called, show(expected), show(got),
           "handle each call on its own: `continue` after marking a broken one")
+
+
+# ---------------------------------------------------------------- hostile arguments
+
+@pytest.mark.parametrize("raw", [
+    '{"path": ' + "[" * 100_000 + "]" * 100_000 + "}",
+    '{"path": "a.py", "start_line": 1' + "0" * 5_000 + "}",
+], ids=["nested 100,000 deep", "a 5,001-digit number"])
+def test_hostile_arguments_are_marked_not_raised(parse, raw):
+    """Arguments nested too deep to parse (RecursionError) or a huge number (ValueError) are marked, not raised."""
+    msg = turn(call("read_file", raw=raw, call_id="deep"), call("read_file", {"path": "b.py"}, call_id="ok"))
+    called = f"parse_tool_calls(<2 calls: arguments {show(raw, 50)} ({len(raw):,} characters), then a valid one>)"
+    calls = parsed(parse, msg, called)
+    got = [(c.id, c.arguments if c.id == "ok" else "...", bool(c.error)) for c in calls]
+    expected = [("deep", "...", True), ("ok", {"path": "b.py"}, False)]
+    check(got == expected and calls[0].arguments == {}, M2, FN, called,
+          "ToolCall(id='deep', arguments={}, error='...'), then the valid call", show(got),
+          "json.loads raises RecursionError for deep nesting, and RecursionError is not a ValueError: "
+          "catch (ValueError, RecursionError), not only json.JSONDecodeError")

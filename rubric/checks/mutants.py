@@ -55,6 +55,55 @@ if not target.is_relative_to(root):
     raise ValueError("outside")
 return target
 """, ("test_non_string_path_raises",)),
+    Mutant("resolve errors escape", "tools.py", "safe_resolve", """
+if not isinstance(rel_path, str) or "\\x00" in rel_path or len(rel_path) > MAX_PATH_CHARS:
+    raise ValueError("bad path")
+root = Path(repo_root).resolve()
+target = (root / rel_path).resolve()
+if not target.is_relative_to(root):
+    raise ValueError("outside")
+return target
+""", ("test_symlink_loop_raises_value_error",)),
+    Mutant("no length cap", "tools.py", "safe_resolve", """
+if not isinstance(rel_path, str) or "\\x00" in rel_path:
+    raise ValueError("bad path")
+try:
+    root = Path(repo_root).resolve()
+    target = (root / rel_path).resolve()
+except (OSError, RuntimeError) as exc:
+    raise ValueError(str(exc)) from None
+if not target.is_relative_to(root):
+    raise ValueError("outside")
+return target
+""", ("test_very_long_path_raises_before_resolving",)),
+    Mutant("catches only JSONDecodeError", "agent_loop.py", "parse_tool_calls", """
+calls = []
+for raw in getattr(message, "tool_calls", None) or []:
+    try:
+        arguments = json.loads(raw.function.arguments or "{}")
+    except json.JSONDecodeError as exc:
+        calls.append(ToolCall(raw.id, raw.function.name, {}, str(exc)))
+        continue
+    if not isinstance(arguments, dict):
+        calls.append(ToolCall(raw.id, raw.function.name, {}, "not an object"))
+        continue
+    calls.append(ToolCall(raw.id, raw.function.name, arguments))
+return calls
+""", ("test_hostile_arguments_are_marked_not_raised",)),
+    Mutant("looks up any name", "tools.py", "dispatch_tool", """
+fn = TOOL_FUNCTIONS.get(name)
+if fn is None:
+    return f"Error: unknown tool {name!r}. Available tools: {', '.join(TOOL_FUNCTIONS)}."
+if not isinstance(args, dict):
+    return "Error: arguments must be a JSON object"
+problem = check_arguments(name, args)
+if problem:
+    return f"Error: {problem}."
+try:
+    return fn(repo_root, **args)
+except Exception as exc:
+    return f"Error: {exc}"
+""", ("test_non_string_tool_name_is_an_error_string",)),
     Mutant("arguments used without json.loads", "agent_loop.py", "parse_tool_calls", """
 return [ToolCall(raw.id, raw.function.name, raw.function.arguments)
         for raw in getattr(message, "tool_calls", None) or []]

@@ -18,6 +18,7 @@ from harness.paths import CODE_DIR, FIXTURE_REPO, SENTINEL
 
 config = importlib.import_module("config")
 cs = importlib.import_module("context_selector")
+ci = importlib.import_module("context_index")
 
 
 def clean_env(tmp_path, **extra):
@@ -47,14 +48,40 @@ def test_copilot_model_beats_the_table_and_the_command_line_beats_both(tmp_path)
     assert config.load_settings(model="groq/x", env=env).model == "groq/x"
 
 
-def test_real_environment_beats_code_env_beats_cwd_env(tmp_path):
-    strong, weak = tmp_path / "code.env", tmp_path / "cwd.env"
-    strong.write_text("GROQ_API_KEY=from-code-env\nCOPILOT_MODEL=groq/a\n")
-    weak.write_text("GROQ_API_KEY=from-cwd-env\nCOPILOT_MODEL=groq/b\nEMBEDDING_MODEL=e\n")
-    merged = config.read_environment([strong, weak], environ={"COPILOT_MODEL": "groq/real"})
+def test_real_environment_beats_code_env_and_the_cwd_env_is_never_read(tmp_path, monkeypatch):
+    code_env, cwd = tmp_path / "code.env", tmp_path / "cloned_repo"
+    code_env.write_text("GROQ_API_KEY=from-code-env\nCOPILOT_MODEL=groq/a\n")
+    cwd.mkdir()
+    (cwd / ".env").write_text("COPILOT_API_BASE=http://attacker.invalid/v1\nCOPILOT_MODEL=openai/evil\nEMBEDDING_MODEL=e\n")
+    monkeypatch.setattr(config, "ENV_FILE", code_env)
+    monkeypatch.chdir(cwd)  # run from inside a repository that ships its own .env
+    merged = config.read_environment(environ={"COPILOT_MODEL": "groq/real"})
     assert merged["GROQ_API_KEY"] == "from-code-env"
     assert merged["COPILOT_MODEL"] == "groq/real"
-    assert merged["EMBEDDING_MODEL"] == "e"
+    assert "COPILOT_API_BASE" not in merged and "EMBEDDING_MODEL" not in merged
+
+
+def test_an_explicit_env_file_replaces_code_env_and_nothing_is_exported(tmp_path, monkeypatch):
+    code_env, chosen = tmp_path / "code.env", tmp_path / "chosen.env"
+    code_env.write_text("GROQ_API_KEY=from-code-env\n")
+    chosen.write_text("OPENAI_API_KEY=from-chosen\nCOPILOT_MODEL=openai/gpt-4.1-mini\n")
+    monkeypatch.setattr(config, "ENV_FILE", code_env)
+    for name in ("GROQ_API_KEY", "OPENAI_API_KEY", "COPILOT_MODEL", "COPILOT_NO_DOTENV"):
+        monkeypatch.delenv(name, raising=False)
+    before = dict(os.environ)
+    settings = config.load_settings(env_file=chosen)
+    assert settings.model == "openai/gpt-4.1-mini" and settings.api_key == "from-chosen"
+    assert "GROQ_API_KEY" not in config.read_environment(env_file=chosen)
+    assert config.load_settings().api_key == "from-code-env"
+    assert dict(os.environ) == before, "load_settings exported .env values into os.environ"
+    with pytest.raises(config.ConfigError, match="does not exist"):
+        config.read_environment(env_file=tmp_path / "missing.env")
+
+
+def test_other_providers_get_their_conventional_key_passed_explicitly():
+    env = {"COPILOT_MODEL": "mistral/mistral-small", "MISTRAL_API_KEY": "m"}
+    assert config.load_settings(env=env).api_key == "m"
+    assert config.load_settings(env={"COPILOT_MODEL": "ollama_chat/llama3.1"}).api_key is None
 
 
 def test_no_provider_is_a_config_error_that_names_the_env_lines():
@@ -150,6 +177,14 @@ def test_identifiers_split_into_words():
     assert "why" not in cs.question_terms("why does config default to Groq?")
 
 
+def test_plurals_fold_once_and_only_plurals():
+    assert [cs.identifier_terms(w) for w in ("cookies", "queries", "classes", "caches")] == [
+        ("cookie",), ("query",), ("class",), ("cache",)]
+    assert [cs.identifier_terms(w) for w in ("this", "status", "class", "analysis")] == [
+        ("this",), ("status",), ("class",), ("analysis",)]
+    assert cs.question_terms("session cookies") == ["session", "cookie"]  # a plural counts once
+
+
 @pytest.mark.parametrize("rel,role", [
     ("src/flask/sessions.py", "source"), ("tests/test_basic.py", "test"), ("pkg/test_utils.py", "test"),
     ("conftest.py", "test"), ("docs/config.rst", "doc"), ("README.md", "doc"), ("HISTORY.md", "changelog"),
@@ -166,14 +201,24 @@ def test_source_outranks_a_test_that_matches_as_well(tmp_path):
     (tmp_path / "auth.py").write_text(body)
     snippets = cs.select_context("how is the refresh token rotated?", tmp_path, k=2, cache_dir=tmp_path / "cache")
     assert [s.path for s in snippets][:2] == ["auth.py", "tests/auth.py"]
+    asked = cs.select_context("which test covers rotating the refresh token?", tmp_path, k=2, cache_dir=tmp_path / "cache")
+    assert [s.path for s in asked][:2] == ["tests/auth.py", "auth.py"]  # a question about tests wants the test
 
 
-def test_python_is_chunked_by_definition_and_bad_python_by_windows():
+def test_question_intent_comes_from_the_words():
+    assert cs.question_intent("Where is slugify tested?") == "test"
+    assert cs.question_intent("Which tests cover the paginator?") == "test"
+    assert cs.question_intent("How does the test_client fixture work?") == "code"  # an identifier, not the word
+    assert cs.question_intent("How do I deploy with gunicorn?") == "howto"  # usage: docs count as much as code
+    assert cs.question_intent("How does the session cookie get signed?") == "code"
+
+
+def test_python_is_chunked_by_definition_even_when_it_does_not_parse():
     source = "import os\n\n\n@decorator\ndef first():\n    return 1\n\n\nclass Second:\n    x = 1\n"
     assert cs.chunk_spans("m.py", source) == [(1, 3), (4, 6), (7, 8), (9, 10)]
-    broken = "def broken(:\n" + "x = 1\n" * 200
+    broken = "def broken(:\n    '''a docstring\ndef not_a_definition():\n'''\n" + "x = 1\n" * 200
     spans = cs.chunk_spans("b.py", broken)
-    assert spans[0] == (1, cs.WINDOW_LINES) and spans[-1][1] == 201
+    assert spans[0] == (1, 4) and spans[1] == (5, 4 + cs.WINDOW_LINES) and spans[-1][1] == 204
 
 
 def test_big_class_is_chunked_by_method():
@@ -213,8 +258,8 @@ def test_the_second_run_uses_the_cache_and_a_change_rebuilds(tmp_path, monkeypat
     (repo / "a.py").write_text("def alpha():\n    return 'order'\n")
     cache = tmp_path / "cache"
     builds = []
-    real = cs.build_index
-    monkeypatch.setattr(cs, "build_index", lambda *a: builds.append(1) or real(*a))
+    real = ci.build_index
+    monkeypatch.setattr(ci, "build_index", lambda *a: builds.append(1) or real(*a))
     cs.select_context("alpha", repo, cache_dir=cache)
     cs.select_context("alpha", repo, cache_dir=cache)
     assert len(builds) == 1
@@ -255,8 +300,9 @@ def test_dense_vectors_are_fused_and_cached(tmp_path):
 def test_litellm_embedder_through_the_fake_server():
     from harness.fake_server import FakeServer
 
+    batch = importlib.import_module("embeddings").EMBED_BATCH
     with FakeServer() as server:
         embed = cs.LiteLLMEmbedder("openai/fake-embed", server.base_url, "x")
-        vectors = embed([f"text {i}" for i in range(cs.EMBED_BATCH + 3)])
-    assert len(vectors) == cs.EMBED_BATCH + 3
-    assert [len(b["input"]) for b in server.embedding_requests] == [cs.EMBED_BATCH, 3]
+        vectors = embed([f"text {i}" for i in range(batch + 3)])
+    assert len(vectors) == batch + 3
+    assert [len(b["input"]) for b in server.embedding_requests] == [batch, 3]

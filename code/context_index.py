@@ -1,0 +1,439 @@
+"""The chunk index behind context_selector.py: built once, kept on disk, checked for changes.
+
+context_selector.py decides what a chunk is and how it is scored. This module is the machinery:
+it reads every visible file once (in worker processes when the repository is big), stores every
+chunk's identifier counts as an inverted index so that scoring a question is a few numpy
+operations, and caches that index outside the repository (config.default_cache_dir), checked on
+the next run against every file's size, modification time and (when the time moved) content hash.
+
+It never imports context_selector: the selector hands it a ``Recipe`` (how to read one file, how
+to split an identifier into terms), so the dependency points one way.
+"""
+
+from __future__ import annotations
+
+import gc
+import hashlib
+import json
+import os
+import sys
+import time
+from array import array
+from collections import defaultdict
+from concurrent.futures import ProcessPoolExecutor
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from tools import (BINARY_SNIFF_BYTES, MAX_WALK_DEPTH, ToolError, excluded_name, is_virtualenv, iter_repo_files,
+                   open_in_root, split_lines)
+
+MAX_INDEX_FILE_BYTES = 500_000    # bigger files are data or generated code, not answers
+# Generated, minified or translation files: big, and they drown the code in matches.
+SKIP_SUFFIXES = (".po", ".pot", ".min.js", ".min.css", ".map", ".svg", ".lock")
+PROGRESS_AFTER_SECONDS = 2.0      # say what is happening when indexing is slow
+PARALLEL_MIN_BYTES = 4_000_000    # below this, starting worker processes costs more than it saves
+STORAGE_VERSION = 1               # bump when the arrays stored below change
+
+
+@dataclass
+class FileChunks:
+    """One file's chunks and the identifiers counted in each, packed for sending between processes.
+
+    Chunk i spans lines ``spans[2i]..spans[2i+1]`` and owns ``sizes[i]`` consecutive entries of
+    ``words`` (one newline-joined string) and ``counts``. Packed, because a worker process sends this
+    back, and a million small objects take longer to send than to compute.
+    """
+
+    digest: str
+    spans: array
+    sizes: array
+    words: str
+    counts: array
+
+
+@dataclass(frozen=True)
+class Recipe:
+    """How to turn files into chunks: supplied by context_selector.py."""
+
+    version: int                                               # bump to rebuild every cached index
+    index_file: Callable[[str, str], tuple[str, FileChunks | None]]  # (root, rel) -> (hash, chunks)
+    terms_of: Callable[[str], tuple[str, ...]]                 # identifier -> the terms it counts as
+
+
+# --------------------------------------------------------------------------- reading files
+
+def indexable(rel: str, size: int) -> bool:
+    """Files worth indexing by name and size (binary files are recognised when read)."""
+    return size <= MAX_INDEX_FILE_BYTES and not rel.lower().endswith(SKIP_SUFFIXES)
+
+
+def read_bytes(root, rel: str) -> bytes | None:
+    """Up to MAX_INDEX_FILE_BYTES of a file, or None when the tools would refuse it.
+
+    tools.open_in_root follows no symlink at any component (the tree may have changed since the
+    walk), never blocks on a FIFO, and refuses hard-linked files and secret paths.
+    """
+    try:
+        with open_in_root(root, rel) as fh:
+            return fh.read(MAX_INDEX_FILE_BYTES + 1)
+    except (ToolError, OSError):
+        return None
+
+
+def as_text(data: bytes | None) -> str | None:
+    """Decoded text, or None for a binary (or unreadable) file."""
+    if data is None or b"\x00" in data[:BINARY_SNIFF_BYTES]:
+        return None
+    return data.decode("utf-8", "replace")
+
+
+def content_hash(data: bytes | None) -> str:
+    return "" if data is None else hashlib.blake2b(data, digest_size=16).hexdigest()
+
+
+def file_lines(index: "LexicalIndex", rel: str) -> list[str]:
+    """The lines of one indexed file, read again from disk (the index keeps counts, not text)."""
+    text = as_text(read_bytes(index.root, rel))
+    return [] if text is None else split_lines(text)
+
+
+# --------------------------------------------------------------------------- the index
+
+class LexicalIndex:
+    """Every chunk's identifier counts, stored as an inverted index.
+
+    Stored per identifier: ``postings[word_ptr[w]:word_ptr[w+1]]`` are the chunks that contain
+    identifier w, and ``tf`` the same slice holds how often. A term ("session") maps to every
+    identifier that contains it (``session``, ``SecureCookieSession``, ``session_class``...):
+    ``term_words[term_ptr[t]:term_ptr[t+1]]``. ``term_counts`` gives one term's column of the
+    chunk-by-term matrix; context_selector.score_chunks turns columns into BM25 scores.
+    """
+
+    def __init__(self, root, files, hashes, chunks, terms, term_ptr, term_words, word_ptr, postings, tf):
+        self.root = Path(root)
+        self.files = files                # [(rel, size, mtime_ns)] for every visible file
+        self.hashes = hashes              # rel -> content hash, for indexed files
+        self.chunk_file, self.chunk_start, self.chunk_end, self.chunk_length = chunks
+        self.terms = terms                # term -> row of term_ptr
+        self.term_ptr, self.term_words = term_ptr, term_words
+        self.word_ptr, self.postings, self.tf = word_ptr, postings, tf
+        self.folders: list[tuple[str, int]] = []  # [(rel, mtime_ns)] watched for added/removed files
+        self.taken_ns = 0                 # when files and folders were listed
+        self.memo: dict = {}              # per-index values the selector derives once (role weights...)
+
+    @property
+    def n_chunks(self) -> int:
+        return len(self.chunk_start)
+
+    def term_counts(self, term: str) -> np.ndarray | None:
+        """How often ``term`` occurs in each chunk, over every identifier that contains it."""
+        row = self.terms.get(term)
+        if row is None:
+            return None
+        words = self.term_words[self.term_ptr[row]:self.term_ptr[row + 1]]
+        where = _concatenated_ranges(self.word_ptr[words], self.word_ptr[words + 1])
+        return np.bincount(self.postings[where], weights=self.tf[where], minlength=self.n_chunks)
+
+    def chunk_path(self, chunk: int) -> str:
+        return self.files[self.chunk_file[chunk]][0]
+
+
+def _concatenated_ranges(starts, stops) -> np.ndarray:
+    """np.concatenate([np.arange(a, b) for a, b in zip(starts, stops)]), without a Python loop."""
+    lengths = stops - starts
+    offsets = np.cumsum(lengths) - lengths
+    return np.arange(int(lengths.sum()), dtype=np.int64) - np.repeat(offsets - starts, lengths)
+
+
+def build_index(root, listing, recipe: Recipe) -> LexicalIndex:
+    """Read, chunk and count every indexable file of ``listing`` [(path, rel, size, mtime_ns)]."""
+    collecting = gc.isenabled()
+    gc.disable()  # millions of small objects: the cycle collector would rescan them again and again
+    try:
+        return _build_index(root, listing, recipe)
+    finally:
+        if collecting:
+            gc.enable()
+
+
+def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
+    started = time.perf_counter()
+    wanted = [(str(p), rel) for p, rel, size, _ in listing if indexable(rel, size)]  # p: for its size
+    position = {rel: i for i, (_, rel, _, _) in enumerate(listing)}
+    words: dict[str, int] = defaultdict()
+    words.default_factory = words.__len__  # a new identifier gets the next number
+    hashes, chunk_file, spans, sizes, ids, counts = {}, array("i"), array("i"), array("i"), [], array("i")
+    for (_, rel), (digest, found) in zip(wanted, _index_all(str(root), wanted, recipe.index_file, started)):
+        hashes[rel] = digest
+        if found is None or not found.sizes:
+            continue
+        chunk_file.extend([position[rel]] * len(found.sizes))
+        spans.extend(found.spans)
+        sizes.extend(found.sizes)
+        ids.extend(map(words.__getitem__, found.words.split("\n")))
+        counts.extend(found.counts)
+    ids = np.array(ids, dtype=np.int64)
+    tf = np.frombuffer(counts, dtype=np.int32).astype(np.float32)
+    rows = np.repeat(np.arange(len(sizes), dtype=np.int32), np.frombuffer(sizes, dtype=np.int32))
+    terms, term_ptr, term_words, terms_per_word = _term_map(list(words), recipe.terms_of)
+    order = np.argsort(ids, kind="stable")  # group the entries by identifier
+    word_ptr = np.concatenate([[0], np.cumsum(np.bincount(ids, minlength=len(words)))]).astype(np.int64)
+    bounds = np.frombuffer(spans, dtype=np.int32).reshape(-1, 2)
+    # A chunk's length counts every term, as a question sees it: order_total is three.
+    length = np.bincount(rows, weights=tf * terms_per_word[ids], minlength=len(sizes)).astype(np.float32)
+    chunks = (np.frombuffer(chunk_file, dtype=np.int32).copy(), bounds[:, 0].copy(), bounds[:, 1].copy(), length)
+    _progress_done(started, len(wanted), len(sizes))
+    return LexicalIndex(root, [(rel, size, mtime) for _, rel, size, mtime in listing], hashes, chunks,
+                        terms, term_ptr, term_words, word_ptr, rows[order], tf[order])
+
+
+def _term_map(identifiers, terms_of):
+    """Which identifiers each term occurs in: terms {term: row}, term_ptr, term_words; and how
+    many terms each identifier counts as."""
+    terms: dict[str, int] = {}
+    term_rows, word_cols, per_word = [], [], []
+    for number, word in enumerate(identifiers):
+        parts = terms_of(word)
+        per_word.append(len(parts))
+        for term in parts:
+            term_rows.append(terms.setdefault(term, len(terms)))
+            word_cols.append(number)
+    term_rows = np.array(term_rows, dtype=np.int64)
+    order = np.argsort(term_rows, kind="stable")
+    term_ptr = np.concatenate([[0], np.cumsum(np.bincount(term_rows, minlength=len(terms)))]).astype(np.int64)
+    return terms, term_ptr, np.array(word_cols, dtype=np.int64)[order], np.array(per_word, dtype=np.float32)
+
+
+def _index_all(root: str, wanted, index_file, started):
+    """index_file for every file, in order; in worker processes when the repository is big."""
+    if not wanted:
+        return
+    paths, rels = zip(*wanted)
+    roots = [root] * len(rels)
+    pool = _worker_pool(sum(os.path.getsize(p) for p in paths))
+    if pool is None:
+        yield from _with_progress(map(index_file, roots, rels), len(wanted), started)
+        return
+    with pool:
+        yield from _with_progress(pool.map(index_file, roots, rels, chunksize=32), len(wanted), started)
+
+
+def _worker_pool(total_bytes: int):
+    """Worker processes for a big repository (parsing Python with ast is the slow part), else None."""
+    if total_bytes < PARALLEL_MIN_BYTES or (os.cpu_count() or 1) < 2:
+        return None
+    try:
+        return ProcessPoolExecutor(initializer=gc.disable)  # as in build_index: ast makes many objects
+    except (OSError, NotImplementedError, ImportError):  # no process support here (some sandboxes)
+        return None
+
+
+def _with_progress(results, n_files: int, started: float):
+    """Pass the results on as they come, saying once on stderr what is going on if it takes a while."""
+    announced = False
+    for result in results:
+        yield result
+        if not announced and time.perf_counter() - started > PROGRESS_AFTER_SECONDS:
+            print(f"context: indexing {n_files:,} files; the index is cached for next time...", file=sys.stderr)
+            announced = True
+
+
+def _progress_done(started, n_files, n_chunks):
+    elapsed = time.perf_counter() - started
+    if elapsed > PROGRESS_AFTER_SECONDS:
+        print(f"context: indexed {n_files:,} files ({n_chunks:,} chunks) in {elapsed:.1f} s", file=sys.stderr)
+
+
+# --------------------------------------------------------------------------- the cache
+
+RACY_NS = 2_000_000_000           # a file or folder changed this close to a snapshot may change again
+                                  # within the same clock tick, unseen: check it the slow way
+_in_memory: dict[tuple[Path, int], LexicalIndex] = {}   # (root, recipe version) -> index, for this process
+
+
+def load_index(repo_root, recipe: Recipe, cache_dir=None) -> LexicalIndex:
+    """The repository's index: kept in memory and on disk, rebuilt only when a file changed.
+
+    Checking costs one stat per file and per folder (a folder's time changes when an entry is
+    added, removed or renamed); only when that finds a change is the repository walked again.
+    """
+    root = Path(repo_root).resolve()
+    cache = _cache_file(root, recipe, cache_dir)
+    index = _in_memory.get((root, recipe.version))
+    if index is None and cache:
+        index = _read_cache(cache, root, recipe)
+    if index is not None and still_valid(index):
+        _in_memory[(root, recipe.version)] = index
+        return index
+    started = time.time_ns()
+    listing, folders = list_repo(root), list_folders(root)
+    if index is not None and _unchanged(root, index.files, listing, index.hashes, index.taken_ns - RACY_NS):
+        index.files = [(rel, size, mtime) for _, rel, size, mtime in listing]  # touched, not changed
+    else:
+        index = build_index(root, listing, recipe)
+    index.folders, index.taken_ns = folders, started
+    if cache:
+        _write_cache(cache, index, recipe)
+    _in_memory[(root, recipe.version)] = index
+    return index
+
+
+def list_repo(root) -> list[tuple[Path, str, int, int]]:
+    """(path, rel, size, mtime_ns) of every visible file: what a cached index must match."""
+    listing = []
+    for path, rel in iter_repo_files(root):
+        try:
+            info = path.lstat()
+        except OSError:
+            continue
+        listing.append((path, rel, info.st_size, info.st_mtime_ns))
+    return listing
+
+
+def list_folders(root: Path) -> list[tuple[str, int]]:
+    """(rel, mtime_ns) of the folders to watch for added or removed files, the root ("") first.
+
+    Only says where to look for changes (what is visible stays tools.iter_repo_files's decision);
+    skips what the tools skip by name, and virtualenvs, so a big site-packages is not watched.
+    """
+    folders, stack = [], [("", str(root))]
+    while stack:  # a loop, not recursion: a repository may nest folders thousands deep
+        rel, path = stack.pop()
+        try:
+            folders.append((rel, os.lstat(path).st_mtime_ns))
+            with os.scandir(path) as scan:
+                entries = [e for e in scan if e.is_dir(follow_symlinks=False)]
+        except OSError:
+            continue
+        depth = rel.count("/") + 1 if rel else 0
+        for entry in entries:
+            if depth + 1 < MAX_WALK_DEPTH and not excluded_name(entry.name) and not is_virtualenv(entry.path):
+                stack.append((f"{rel}/{entry.name}" if rel else entry.name, entry.path))
+    return folders
+
+
+def still_valid(index: LexicalIndex) -> bool:
+    """True when no watched folder and no file changed since the index's snapshot (stats only)."""
+    racy = index.taken_ns - RACY_NS
+    folders, files = _watched(index)
+    try:
+        for path, mtime in folders:
+            if mtime >= racy or os.lstat(path).st_mtime_ns != mtime:
+                return False
+        for path, rel, size, mtime in files:
+            info = os.lstat(path)
+            if info.st_size != size or info.st_mtime_ns != mtime:
+                return False
+            if mtime >= racy and content_hash(read_bytes(index.root, rel)) != index.hashes.get(rel):
+                return False
+    except OSError:
+        return False
+    return True
+
+
+def _watched(index: LexicalIndex):
+    """Absolute paths of the folders and of the files whose changes matter (made once per snapshot)."""
+    key = ("watched", index.taken_ns, id(index.files))
+    if key not in index.memo:
+        root = str(index.root)
+        join = (lambda rel: os.path.join(root, *rel.split("/")) if rel else root)
+        index.memo[key] = ([(join(rel), mtime) for rel, mtime in index.folders],
+                           [(join(rel), rel, size, mtime) for rel, size, mtime in index.files
+                            if not rel.lower().endswith(SKIP_SUFFIXES)])  # never indexed, whatever they hold
+    return index.memo[key]
+
+
+def _unchanged(root, files, listing, hashes, racy: int) -> bool:
+    """Same files, same sizes; a file whose time changed (or is racy) is re-hashed: touched is not changed."""
+    if len(files) != len(listing):
+        return False
+    for (rel, size, mtime), (path, now_rel, now_size, now_mtime) in zip(files, listing):
+        if rel != now_rel or size != now_size:
+            return False
+        if (mtime != now_mtime or mtime >= racy) and content_hash(read_bytes(root, rel)) != hashes.get(rel, content_hash(None)):
+            return False
+    return True
+
+
+def cache_folder(root: Path, cache_dir) -> Path | None:
+    """The cache folder (default: config.default_cache_dir()); None when it would sit inside the repository."""
+    if cache_dir is None:
+        from config import default_cache_dir
+
+        cache_dir = default_cache_dir()
+    folder = Path(cache_dir).expanduser().resolve()
+    if folder == root or root in folder.parents:
+        return None  # a cache inside the repo would be indexed itself on the next run
+    return folder
+
+
+def repo_key(root: Path, salt: str = "") -> str:
+    """A short stable name for a repository (its resolved path) in the cache folder."""
+    return hashlib.blake2b(f"{salt}{root}".encode("utf-8", "surrogateescape"), digest_size=10).hexdigest()
+
+
+def _cache_file(root: Path, recipe: Recipe, cache_dir) -> Path | None:
+    """Where this repository's index lives; None when there is no cache."""
+    folder = cache_folder(root, cache_dir)
+    if folder is None:
+        return None
+    return folder / f"index-{repo_key(root, f'{STORAGE_VERSION}.{recipe.version}:')}.npz"
+
+
+ARRAYS = ("chunk_file", "chunk_start", "chunk_end", "chunk_length", "term_ptr", "term_words", "word_ptr", "postings", "tf")
+NOT_INDEXED = "-"  # in the stored hashes: a visible file the index did not read (too big, generated)
+
+
+def _blob(strings) -> np.ndarray:
+    """Strings as one NUL-separated byte array: much faster to load than JSON (no name holds a NUL)."""
+    return np.frombuffer("\0".join(strings).encode("utf-8", "surrogateescape"), dtype=np.uint8)
+
+
+def _strings(blob: np.ndarray) -> list[str]:
+    return blob.tobytes().decode("utf-8", "surrogateescape").split("\0") if len(blob) else []
+
+
+def _read_cache(cache: Path, root: Path, recipe: Recipe) -> LexicalIndex | None:
+    try:
+        with np.load(cache, allow_pickle=False) as data:
+            meta = json.loads(data["meta"].tobytes().decode("utf-8"))
+            if meta.get("version") != f"{STORAGE_VERSION}.{recipe.version}" or meta.get("root") != str(root):
+                return None
+            arrays = {name: data[name] for name in ARRAYS}
+            rels, hashes = _strings(data["file_rels"]), _strings(data["file_hashes"])
+            files = list(zip(rels, data["file_size"].tolist(), data["file_mtime"].tolist()))
+            folders = list(zip(_strings(data["folder_rels"]), data["folder_mtime"].tolist()))
+            terms = _strings(data["terms"])
+    except (OSError, ValueError, KeyError, UnicodeDecodeError):
+        return None  # no cache yet, or a damaged one: build again
+    hashes = {rel: digest for rel, digest in zip(rels, hashes) if digest != NOT_INDEXED}
+    chunks = tuple(arrays[name] for name in ARRAYS[:4])
+    index = LexicalIndex(root, files, hashes, chunks, dict(zip(terms, range(len(terms)))),
+                         *(arrays[name] for name in ARRAYS[4:]))
+    index.folders, index.taken_ns = folders, int(meta["taken_ns"])
+    return index
+
+
+def _write_cache(cache: Path, index: LexicalIndex, recipe: Recipe) -> None:
+    meta = {"version": f"{STORAGE_VERSION}.{recipe.version}", "root": str(index.root), "taken_ns": index.taken_ns}
+    arrays = dict(zip(ARRAYS, (index.chunk_file, index.chunk_start, index.chunk_end, index.chunk_length,
+                               index.term_ptr, index.term_words, index.word_ptr, index.postings, index.tf)))
+    rels = [rel for rel, _, _ in index.files]
+    arrays.update(
+        meta=np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),
+        file_rels=_blob(rels), file_hashes=_blob(index.hashes.get(rel, NOT_INDEXED) for rel in rels),
+        file_size=np.array([size for _, size, _ in index.files], dtype=np.int64),
+        file_mtime=np.array([mtime for _, _, mtime in index.files], dtype=np.int64),
+        folder_rels=_blob(rel for rel, _ in index.folders),
+        folder_mtime=np.array([mtime for _, mtime in index.folders], dtype=np.int64),
+        terms=_blob(index.terms))
+    try:
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        partial = cache.with_name(f"{cache.stem}.{os.getpid()}.tmp.npz")
+        np.savez(partial, **arrays)
+        os.replace(partial, cache)  # atomic: a reader never sees half a file
+    except OSError as exc:  # a read-only home folder costs speed, never the answer
+        print(f"context: could not cache the index in {cache.parent} ({exc.strerror})", file=sys.stderr)

@@ -1,0 +1,129 @@
+"""``python copilot.py --check``: can this setup reach a model that calls tools? Run it before M5.
+
+One line per finding, ``ok``, ``warn`` or ``FAIL``; exit code 0 when nothing failed, else 2.
+
+    ok    model: groq/openai/gpt-oss-120b (default for GROQ_API_KEY, the first provider key found)
+    ok    key: GROQ_API_KEY = gsk_...9f2c (from code/.env)
+    ok    base URL: the provider's own (COPILOT_API_BASE is not set)
+    ok    answer: the model answered (0.8 s)
+    ok    tool call: the model called list_directory when a tool call was required
+
+Two tiny requests at most (a few hundred tokens): one that may be answered in any way, one that
+requires a tool call. Nothing is read from the repository; the tools are only offered.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import sys
+import time
+
+import config
+import llm
+from tools import TOOL_SCHEMAS
+
+HELLO = [{"role": "user", "content": "Reply with the single word: ready"}]
+NEEDS_TOOL = [{"role": "user", "content": "Call the list_directory tool with path \".\" now. Do not answer in text."}]
+
+
+def mask(key: str) -> str:
+    """Enough of a key to recognise it, never enough to use it."""
+    return f"{key[:4]}...{key[-4:]}" if len(key) >= 16 else "*" * len(key)
+
+
+def source_of(name: str, environ=None) -> str:
+    """Where the variable ``name`` was set: a real environment variable wins over code/.env."""
+    environ = os.environ if environ is None else environ
+    return "the environment" if environ.get(name) else "code/.env"
+
+
+def check(model=None, api_base=None, env=None, out=None, sleep=None, env_file=None) -> int:
+    """Print the findings to ``out`` (default stdout); return 0 if none failed, else 2.
+
+    ``env`` replaces the environment and .env files (tests); ``env_file`` is --env-file's file;
+    ``sleep`` is how retries wait.
+    """
+    out = out or sys.stdout
+    failed = False
+
+    def say(level: str, text: str) -> None:
+        nonlocal failed
+        failed = failed or level == "FAIL"
+        print(f"{level:<5} {text}", file=out)
+
+    environ = os.environ if env is None else env
+    merged = config.read_environment(env_file=env_file) if env is None else env
+    try:
+        settings = config.load_settings(model=model, api_base=api_base, env=merged)
+    except config.ConfigError as exc:
+        say("FAIL", f"settings: {exc}")
+        return 2
+    say("ok", f"model: {settings.model} ({model_source(model, merged, environ)})")
+    say(*key_finding(settings, merged, environ))
+    if settings.api_base:
+        say("ok", f"base URL: {settings.api_base} ({'--api-base' if api_base else 'COPILOT_API_BASE, from ' + source_of('COPILOT_API_BASE', environ)})")
+    else:
+        say("ok", "base URL: the provider's own (COPILOT_API_BASE is not set)")
+    for problem in config.base_url_problems(settings.model, settings.api_base):
+        say("warn", problem)
+    complete = llm.make_complete(settings, sleep=sleep)
+    import litellm  # noqa: F401  (imported now, so the time below is the model's, not the import's)
+
+    started = time.perf_counter()
+    try:
+        complete(HELLO, TOOL_SCHEMAS)
+    except Exception as exc:  # every failure is one finding, never a traceback
+        say("FAIL", f"answer: {llm.describe_error(exc, settings, suggest_check=False)}")
+        return 2
+    say("ok", f"answer: the model answered ({time.perf_counter() - started:.1f} s)")
+    try:
+        message = complete(NEEDS_TOOL, TOOL_SCHEMAS, tool_choice="required")
+    except Exception as exc:
+        say("FAIL", f"tool call: {llm.describe_error(exc, settings, suggest_check=False)}")
+        return 2
+    say(*tool_finding(message))
+    return 2 if failed else 0
+
+
+def model_source(model, merged, environ) -> str:
+    if model:
+        return "from --model"
+    if merged.get("COPILOT_MODEL"):
+        return f"COPILOT_MODEL, from {source_of('COPILOT_MODEL', environ)}"
+    for key_var, default in config.PROVIDER_DEFAULTS:
+        if merged.get(key_var):
+            return f"default for {key_var}, the first provider key found"
+    return "default"
+
+
+def key_finding(settings, merged, environ) -> tuple[str, str]:
+    if settings.api_key is None:
+        return "ok", "key: none needed (a local server)"
+    if settings.api_key == config.PLACEHOLDER_API_KEY and not merged.get("COPILOT_API_KEY"):
+        return "ok", f"key: none set; a placeholder is sent to {settings.api_base} (set COPILOT_API_KEY if it needs one)"
+    name = next((n for n in ("COPILOT_API_KEY", *key_names(settings.model)) if merged.get(n) == settings.api_key), "the key")
+    return "ok", f"key: {name} = {mask(settings.api_key)} (from {source_of(name, environ)})"
+
+
+def key_names(model: str) -> tuple[str, ...]:
+    prefix = model.split("/", 1)[0] if "/" in model else "openai"
+    return config.KEY_FOR_PREFIX.get(prefix, ())
+
+
+def tool_finding(message) -> tuple[str, str]:
+    calls = getattr(message, "tool_calls", None) or []
+    if not calls:
+        text = " ".join(str(getattr(message, "content", "") or "").split())[:80]
+        return "FAIL", (f"tool call: the model answered in text when a tool call was required ({text!r}): it may not "
+                        "support tool calling; choose a model that does (see code/.env.example)")
+    names = {schema["function"]["name"] for schema in TOOL_SCHEMAS}
+    call = calls[0]
+    try:
+        arguments = json.loads(call.function.arguments or "{}")
+    except ValueError:
+        arguments = None
+    if call.function.name not in names or not isinstance(arguments, dict):
+        return "FAIL", (f"tool call: the model called {call.function.name!r} with {call.function.arguments!r:.80}, "
+                        "not one of the offered tools with JSON-object arguments")
+    return "ok", f"tool call: the model called {call.function.name} when a tool call was required"

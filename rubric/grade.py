@@ -1,0 +1,104 @@
+"""Instructor autograder: a learner's repository in, rubric evidence and SUGGESTED points out.
+
+    python rubric/grade.py PATH                            one learner: report on stdout
+    python rubric/grade.py PATH --out reports/             ... also PATH.md and PATH.json there
+    python rubric/grade.py SUBMISSIONS_DIR --csv grades.csv  one sub-folder per learner
+
+Never modifies a submission (it grades a copy), needs no key and no network, and runs learner
+code only in child processes with a timeout and a memory ceiling. It runs the lab's own tests
+(pristine, from this repository) on the learner's functions, an instructor sandbox battery,
+break_and_observe.py and evaluate.py, then reads UNDERSTANDING.md and FAILURE_ANALYSIS.md.
+Levels are suggestions with their reasons; the instructor decides (see rubric/rubric.md).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import signal
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
+
+from grading import grader, report, runner  # noqa: E402
+
+
+def is_submission(path: Path) -> bool:
+    """A lab root, or a folder wrapping one (an unpacked zip often adds a level)."""
+    if (path / "code").is_dir() or (path / "UNDERSTANDING.md").is_file() or (path / "FAILURE_ANALYSIS.md").is_file():
+        return True
+    try:
+        children = [c for c in path.iterdir() if c.is_dir() and not c.name.startswith((".", "__"))]
+    except OSError:
+        return False
+    return len(children) == 1 and (children[0] / "code" / "tools.py").is_file()
+
+
+def parse_args(argv):
+    p = argparse.ArgumentParser(prog="grade.py", description="Collect rubric evidence for one learner or a folder of them.")
+    p.add_argument("path", type=Path, help="a learner's repository, or a folder with one sub-folder per learner")
+    p.add_argument("--csv", type=Path, help="folder mode: write one row per learner here")
+    p.add_argument("--out", type=Path, help="write LEARNER.md and LEARNER.json here (folder mode default: ./grading-reports)")
+    p.add_argument("--json", action="store_true", help="one learner: print the JSON instead of the Markdown")
+    p.add_argument("--no-stretch", action="store_true", help="skip the stretch milestones' tests (about 1.5 s faster)")
+    p.add_argument("--memory-mb", type=int, default=runner.DEFAULT_MEMORY_MB, help="memory ceiling for learner code (POSIX)")
+    p.add_argument("--quick", action="store_true", help="run only the M1-M4 tests (criterion 1 then lacks M5/M6)")
+    p.add_argument("--test-seconds", type=float, default=60.0, help="time limit per test (POSIX; 2 s after a first timeout)")
+    p.add_argument("--as-submitted", action="store_true", help="run the learner's whole tools.py/agent_loop.py/stretch.py "
+                   "(default: their functions spliced into this lab's provided code)")
+    p.add_argument("--keep", action="store_true", help="keep the temporary work folder (for debugging the grader)")
+    args = p.parse_args(argv)
+    if not args.path.is_dir():
+        p.error(f"{args.path} is not a folder")
+    return args
+
+
+def grade_one(path: Path, args, out: Path | None) -> dict:
+    result = grader.grade(path, stretch=not args.no_stretch, memory_mb=args.memory_mb,
+                          test_seconds=args.test_seconds, keep=args.keep, quick=args.quick,
+                          as_submitted=args.as_submitted)
+    if out is not None:
+        out.mkdir(parents=True, exist_ok=True)
+        md, js = out / f"{result['learner']}.md", out / f"{result['learner']}.json"
+        result["report_path"] = str(md)
+        md.write_text(report.markdown(result), encoding="utf-8")
+        js.write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
+    return result
+
+
+def main(argv=None) -> int:
+    args = parse_args(sys.argv[1:] if argv is None else argv)
+    # A kill of the grader becomes SystemExit, so the learner processes it started are killed too.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if is_submission(args.path) and not args.csv:
+        result = grade_one(args.path, args, args.out)
+        print(json.dumps(result, indent=1, default=str) if args.json else report.markdown(result))
+        return 0
+    learners = sorted(p for p in args.path.iterdir() if p.is_dir() and not p.is_symlink() and is_submission(p))
+    if not learners:
+        print(f"grade.py: no submissions in {args.path} (a submission has code/ or UNDERSTANDING.md)", file=sys.stderr)
+        return 2
+    out = args.out or Path("grading-reports")
+    rows = []
+    for i, learner in enumerate(learners, 1):
+        try:
+            result = grade_one(learner, args, out)
+        except Exception as exc:  # one broken submission must not cost the others their grades
+            print(f"[{i}/{len(learners)}] {learner.name}: the grader failed: {type(exc).__name__}: {exc}", file=sys.stderr)
+            continue
+        rows.append(report.csv_row(result))
+        flags = [f for f, v in result["integrity"]["flags"].items() if v]
+        print(f"[{i}/{len(learners)}] {learner.name}: {result['total']}/{result['max_total']} suggested, "
+              f"{result['seconds']} s" + (f", flags: {', '.join(flags)}" if flags else ""), file=sys.stderr, flush=True)
+    if args.csv:
+        report.write_csv(rows, args.csv)
+        print(f"grade.py: {len(rows)} rows written to {args.csv}; reports in {out}/", file=sys.stderr)
+    return 0 if len(rows) == len(learners) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())

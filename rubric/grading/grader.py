@@ -1,0 +1,311 @@
+"""One submission in, one report out: collect the evidence, then suggest a level per criterion."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import tempfile
+import time
+from dataclasses import asdict
+from pathlib import Path
+
+from grading import board as board_mod
+from grading import battery as battery_mod
+from grading import cli_runs, criteria, documents, learner_code, runner, workspace
+from grading.report import code
+from grading.workspace import LAB_ROOT
+
+
+def lab_version() -> str:
+    try:
+        out = subprocess.run(["git", "-C", str(LAB_ROOT), "log", "-1", "--format=%h %cs"], capture_output=True,
+                             text=True, timeout=20).stdout.strip()
+    except (OSError, subprocess.SubprocessError):
+        out = ""
+    return f"{LAB_ROOT.name} {out}".strip()
+
+
+def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEFAULT_MEMORY_MB,
+          test_seconds: float = 60.0, after_seconds: float = 2.0, keep: bool = False, quick: bool = False,
+          as_submitted: bool = False) -> dict:
+    """The whole report as a dict (see report.markdown for how it reads)."""
+    started = time.monotonic()
+    tmp = Path(tempfile.mkdtemp(prefix="grade-"))
+    try:
+        notes = workspace.copy_submission(submission, tmp / "submission")
+        root = workspace.find_lab_root(tmp / "submission")
+        lab, home = tmp / "lab", tmp / "home"
+        home.mkdir()
+        missing = workspace.build_lab(lab, root / "code", as_submitted)
+        board = board_mod.run_board(lab, home, stretch, memory_mb, (test_seconds, after_seconds), quick)
+        battery = battery_mod.run_battery(lab, home, memory_mb)
+        hung = [t.name for t in board.tests if t.outcome == "timeout" and t.milestone in ("M4", "M5", "M6")]
+        if hung:  # the loop does not return: every tool below would only wait for its own timeout
+            why = f"skipped: the learner's loop did not return in the tests ({hung[0]} timed out)"
+            defences, simulated = cli_runs.skipped("python break_and_observe.py all", why), \
+                cli_runs.reference_breaks(lab, home, memory_mb, why)
+            evaluation = cli_runs.skipped("python evaluate.py", why)
+        else:
+            defences, simulated = cli_runs.breaks(lab, home, memory_mb)
+            evaluation = cli_runs.evaluate(lab, home, memory_mb)
+        ev = {
+            "board": board, "battery": battery, "defences": defences, "simulated": simulated,
+            "evaluation": evaluation, "missing_modules": missing,
+            "signals": learner_code.signals(root / "code"), "integrity": learner_code.integrity(root),
+            "understanding": documents.understanding(root / "UNDERSTANDING.md"),
+            "failure": documents.failure_analysis(root / "FAILURE_ANALYSIS.md", simulated.blocks or {},
+                                                  evaluation.text() if evaluation.ok else ""),
+            "saved_runs": documents.saved_runs(root), "quick": quick, "as_submitted": as_submitted,
+        }
+        result = assemble(submission, ev, stretch, notes)
+    finally:
+        if keep:
+            print(f"grade: kept the work folder {tmp}", flush=True)
+        else:
+            shutil.rmtree(tmp, ignore_errors=True)
+    result["seconds"] = round(time.monotonic() - started, 1)
+    return result
+
+
+def assemble(submission: Path, ev: dict, stretch: bool, notes) -> dict:
+    rubric = criteria.load_rubric()
+    suggestions = criteria.suggest(rubric, ev)
+    builders = {1: _ev_implementation, 2: _ev_loop, 3: _ev_sandbox, 4: _ev_understanding, 5: _ev_failure,
+                6: _ev_evaluation, 7: _ev_starcall}
+    out = []
+    for number, c in sorted(rubric.items()):
+        s = suggestions[number]
+        sig = [asdict(x) for x in ev["signals"] if x.criterion == number]
+        out.append({"number": number, "title": c.title, "weight": c.weight, "level": s.level, "points": s.points,
+                    "reasons": s.reasons, "evidence": builders[number](c, ev), "signals": sig})
+    integ = _integrity(ev)
+    b = ev["board"]
+    what = "the M1-M4 test files (--quick)" if ev.get("quick") else "code/tests" + (" --stretch" if stretch else "")
+    runs = [(f"python -m pytest --unlock-all {what} (the lab's pristine tests)",
+             b.ran.describe() + ("" if b.source == "junit" else f"; outcomes from the grader's log ({b.source})")),
+            ("battery_probe.py (instructor sandbox battery)", ev["battery"].ran.describe()),
+            (ev["defences"].command, ev["defences"].ran.describe()),
+            (ev["simulated"].command, ev["simulated"].ran.describe()),
+            (ev["evaluation"].command, ev["evaluation"].ran.describe())]
+    return {
+        "learner": submission.resolve().name, "submission": str(submission), "lab": lab_version(),
+        "criteria": out, "total": sum(c["points"] for c in out), "max_total": sum(c["weight"] for c in out),
+        "integrity": integ, "runs": runs, "copy_notes": notes.skipped,
+        "board": {m.id: b.line(m.id) for m in board_mod.milestones(stretch)},
+        "tests": [asdict(t) for t in b.tests],
+        "battery": ev["battery"].classes(), "understanding": ev["understanding"], "failure_analysis": ev["failure"],
+        "saved_runs": ev["saved_runs"],
+        "note": "Suggested levels only: the instructor decides.",
+    }
+
+
+def _test_lines(board, names) -> list:
+    lines = []
+    for name in names:
+        found = board.named(name)
+        if not found:
+            lines.append(f"    - `{name.split('::')[-1]}`: not run (not in this lab's tests)")
+            continue
+        bad = [t for t in found if t.outcome != "passed"]
+        state = "passed" if not bad else ("not started" if all(t.not_done for t in bad) else bad[0].outcome)
+        where = name.split("::")[0].split("/")[-1]
+        lines.append(f"    - {where} `{name.split('::')[-1]}`: **{state}**" +
+                     (f" ({len(found) - len(bad)} of {len(found)} cases pass)" if len(found) > 1 and bad else ""))
+    return lines
+
+
+def _first_failures(board, milestones) -> list:
+    lines = []
+    for m in milestones:
+        bad = [t for t in board.of(m) if t.outcome in ("failed", "timeout") and not t.not_done]
+        if bad:
+            keep = [x.strip() for x in bad[0].message.splitlines() if x.strip().startswith(("called:", "expected:", "got:"))]
+            text = " / ".join(keep) if keep else bad[0].message.strip().splitlines()[0][:300] if bad[0].message.strip() else bad[0].outcome
+            lines.append(f"- first {m} failure, `{bad[0].name}`: {text[:400]}")
+    return lines
+
+
+def _ev_implementation(c, ev):
+    b = ev["board"]
+    lines = ["- The board (the lab's own tests, pristine, on the learner's functions, `--unlock-all`):"]
+    lines += [f"    - {m.id} {m.title}: {b.line(m.id)}" for m in board_mod.milestones(True) if b.of(m.id)]
+    if b.collection_error:
+        lines.append(f"- pytest reported: {code_block(b.collection_error)}")
+    if ev["missing_modules"]:
+        lines.append(f"- not in the submission (the shipped stub was used): {', '.join(ev['missing_modules'])}")
+    lines += ["- Named in the rubric:"] + _test_lines(b, c.tests)
+    lines += _first_failures(b, [m.id for m in board_mod.milestones(True)])
+    runs = ev["saved_runs"]
+    if runs:
+        lines.append("- Saved copilot runs in the repository:")
+        lines += [f"    - `{r['path']}`: model {r['model'] or '?'}, {r['tool_calls']} tool calls, {r['grounded']} of "
+                  f"{r['citations']} citations grounded, ended {r['termination']}, tools before the answer: "
+                  f"{'yes' if r['tools_before_answer'] else 'no'}" for r in runs[:5]]
+    else:
+        lines.append("- Saved copilot runs in the repository: none found (`copilot.py --json` output or `--save-transcript` files)")
+    return lines
+
+
+def code_block(text: str) -> str:
+    return "`" + " ".join(text.split())[:300].replace("`", "'") + "`"
+
+
+def _ev_loop(c, ev):
+    lines = ["- Tests named in the rubric:"] + _test_lines(ev["board"], c.tests)
+    runaway = (ev["defences"].blocks or {}).get("runaway")
+    if runaway:
+        lines.append(f"- `break_and_observe.py runaway` on the learner's unbroken code: ended {code(runaway.get('ended', '?'))}, "
+                     f"steps {code(runaway.get('steps', '?'))}")
+    elif not ev["defences"].ok:
+        lines.append(f"- `break_and_observe.py all` could not run on the learner's code: {ev['defences'].problem()}")
+    return lines
+
+
+def _ev_sandbox(c, ev):
+    lines = ["- Tests named in the rubric:"] + _test_lines(ev["board"], c.tests)
+    battery = ev["battery"]
+    if battery.error:
+        lines.append(f"- Instructor battery: did not run: {battery.error}")
+    else:
+        lines.append("- Instructor battery (attacks the guiding tests do not contain; a class holds when every probe was "
+                     "refused or stayed inside the repository):")
+        for name, info in battery.classes().items():
+            bad = [p for p in info["probes"] if p["result"] not in ("refused", "inside", "answered", "skipped")]
+            if name == "legal":
+                bad = [p for p in info["probes"] if p["result"] not in ("inside", "skipped")]
+            note = f" ({battery_mod.NOT_THE_LEARNERS[name]})" if name in battery_mod.NOT_THE_LEARNERS else ""
+            label = "legal paths still allowed" if name == "legal" else name
+            lines.append(f"    - {label}: **{info['status']}**, {len(info['probes']) - len(bad)} of {len(info['probes'])} probes{note}")
+            if info["status"] != "not started":
+                lines += [f"        - {p['probe']}: {p['result']}: {code(p.get('detail', '')[:140])}" for p in bad[:4]]
+    escape = (ev["defences"].blocks or {}).get("escape")
+    if escape:
+        lines.append(f"- `break_and_observe.py escape` on the learner's unbroken code: leaked {code(escape.get('leaked', '?'))}, "
+                     f"{code(escape.get('escaped', escape.get('verdict', '')))}")
+    return lines
+
+
+def _ev_understanding(c, ev):
+    u = ev["understanding"]
+    if not u.get("exists"):
+        return ["- `UNDERSTANDING.md` is not in the submission"]
+    lines = []
+    for a in u["answers"]:
+        if a["key"] == "StarcallOS":
+            continue
+        state = "answered" if a["answered"] else "**template / empty**"
+        lines.append(f"- Q{a['key']} {a['title'].split('.', 1)[-1].strip()}: {state}, {a['words']} words (After M6: "
+                     f"{a['after_m6_words']}); key words from its note: {', '.join(a['key_words_found']) or 'none'}"
+                     + (f"; not used: {', '.join(a['key_words_missing'])}" if a["key_words_missing"] else ""))
+        if a["answered"]:
+            lines.append("    " + documents_quote(a["excerpt"]))
+        for s in a["lifted_from_lesson"]:
+            lines.append(f"    - found verbatim in the lesson: {code(s[:200])}")
+        for e in a["factual_errors"]:
+            lines.append(f"    - possible factual error: {e}")
+    return lines
+
+
+def documents_quote(text: str) -> str:
+    return "> " + text.replace("\n", " ")
+
+
+def _ev_failure(c, ev):
+    fa = ev["failure"]
+    if not fa.get("exists"):
+        return ["- `FAILURE_ANALYSIS.md` is not in the submission"]
+    lines = [f"- Fresh runs for comparison: `{ev['simulated'].command}`" + (f"; {ev['simulated'].note}" if ev["simulated"].note else "")]
+    for name in documents.SCENARIOS:
+        b = fa["breaks"].get(name)
+        if b is None:
+            lines.append(f"- {name}: section not found")
+            continue
+        parts = ", ".join(f"{p.split()[0].lower()} {n}" for p, n in b["parts"].items())
+        lines.append(f"- {name}: filled {len(b['filled'])} of 5 parts (words: {parts}); evidence block "
+                     f"{'pasted' if b['evidence_block'] else 'missing'}")
+        if b["excerpts"].get("Hypothesis"):
+            lines.append("    " + documents_quote("Hypothesis: " + b["excerpts"]["Hypothesis"]))
+        for field, pasted, fresh, ok in b.get("comparison", []):
+            lines.append(f"    - {field}: pasted {code(pasted)} vs fresh {code(fresh)}: {'agrees' if ok else '**differs**'}")
+        if "your code" not in b.get("pasted_ran", "your code") and b.get("evidence_block"):
+            lines.append(f"    - the pasted block says it ran on {code(b['pasted_ran'])}, not the learner's own code")
+    mine = fa.get("my_case", {})
+    lines.append(f"- Right evidence, wrong answer / My case: {mine.get('words', 0)} words"
+                 + ("; names boundary vs reasoning failure" if mine.get("says_which") else ""))
+    if mine.get("excerpt"):
+        lines.append("    " + documents_quote(mine["excerpt"]))
+    return lines
+
+
+def _ev_evaluation(c, ev):
+    run, e = ev["evaluation"], ev["failure"].get("evaluation", {})
+    lines = [f"- `python evaluate.py` on the learner's code: {'ran' if run.ok else 'did not run: ' + run.problem()}"]
+    table = cli_runs.component_table(run.text()) if run.ok else {}
+    if table:
+        lines.append("- Fresh components (scripted good / scripted bad): " +
+                     "; ".join(f"{k} {g} / {b}" for k, (g, b) in list(table.items())[:9]))
+    lines += ["- Tests named in the rubric:"] + _test_lines(ev["board"], c.tests)
+    if e:
+        lines.append(f"- Pasted table: {e['table_rows']} rows, {e['rows_matching_fresh_run']} identical to the fresh run "
+                     f"(of {e['fresh_rows']}); a table from `--model` is expected to differ")
+        lines += [f"    - differs: {code(r[:160])}" for r in e["differing_rows"][:3]]
+        lines.append(f"- Interpretation: {e['interpretation_words']} words")
+        if e["interpretation"]:
+            lines.append("    " + documents_quote(e["interpretation"]))
+    else:
+        lines.append("- No Evaluation section found in FAILURE_ANALYSIS.md")
+    return lines
+
+
+def _ev_starcall(c, ev):
+    a = next((a for a in ev["understanding"].get("answers", []) if a["key"] == "StarcallOS"), None)
+    if a is None:
+        return ["- no StarcallOS reflection section in UNDERSTANDING.md"]
+    lines = [f"- {'present' if a['answered'] else 'template / empty'}, {a['words']} words"]
+    if a["answered"]:
+        lines.append("    " + documents_quote(a["excerpt"]))
+    return lines
+
+
+def _integrity(ev) -> dict:
+    integ, board = ev["integrity"], ev["board"]
+    changed = {m: i["changed"] for m, i in integ["modules"].items() if i["changed"]}
+    same = [q for q, i in integ["functions"].items() if i.get("matches_reference")]
+    stubs = [q for q, i in integ["functions"].items() if i.get("stub")]
+    core_stubs = [q for q in stubs if not q.startswith("stretch.")]
+    guarded = integ["guarded_edited"] + integ["guarded_added"]  # a missing file may just predate the learner's clone
+    broken = [f"{m}: {i['error']}" for m, i in integ["modules"].items() if i["error"] and i["error"] != "missing"]
+    broken += [f"does not import: {e}" for e in ev["battery"].import_errors]
+    timeouts = [t.name for t in board.tests if t.outcome == "timeout"]
+    flags = {"tests_or_harness_edited": guarded, "provided_code_changed": [f"{m}: {', '.join(v)}" for m, v in changed.items()]
+             + integ["provided_edited"], "matches_reference_solution": same, "stubs_still_raising": core_stubs,
+             "timeouts": len(timeouts), "does_not_import": broken}
+    lines = [
+        "- What ran: " + ("the learner's tools.py, agent_loop.py and stretch.py as submitted (--as-submitted)" if ev["as_submitted"]
+                          else "the learner's functions (and any definitions they added) inside this lab's provided code; "
+                               "provided code they changed was not used"),
+        "- Tests, harness, eval sets, fixture repository, conftest/pytest.ini compared with every version the lab shipped: "
+        + (", ".join([f"**edited** {code(p)}" for p in integ["guarded_edited"]] + [f"**added** {code(p)}" for p in
+                      integ["guarded_added"]]) or "unchanged")
+        + (f"; not in the submission (deleted, or newer than the learner's copy of the lab): "
+           f"{', '.join(map(code, integ['guarded_missing'][:8]))}" if integ["guarded_missing"] else "")
+        + ". (Grading used the lab's pristine tests either way.)",
+        "- Learner modules outside the learner functions (AST, as the course checks compare them): "
+        + ("; ".join(f"{m} differs in {', '.join(map(code, v))}" for m, v in changed.items()) if changed else "identical to a shipped version"),
+        "- Other provided files changed: " + (", ".join(map(code, integ["provided_edited"])) or "none"),
+    ]
+    for q, i in integ["functions"].items():
+        if not i["exists"]:
+            lines.append(f"- {q}: **missing or renamed**")
+        elif i.get("stub"):
+            lines.append(f"- {q}: still the stub (raises NotImplementedError)")
+        else:
+            same_text = "**matches the reference solution**" if i.get("matches_reference") else \
+                f"{int(i.get('similarity', 0) * 100)} % similar to the reference (difflib on the unparsed body)"
+            lines.append(f"- {q}: {i['lines']} lines, {same_text}")
+    lines += [f"- {b}" for b in broken]
+    if timeouts:
+        lines.append(f"- {len(timeouts)} test(s) hit the grader's time limit (an endless loop?): {', '.join(timeouts[:5])}")
+    if not runner.POSIX:
+        lines.append("- Windows: learner code ran with a timeout only (no memory ceiling, no per-test limit)")
+    return {"flags": flags, "lines": lines}
