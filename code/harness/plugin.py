@@ -90,6 +90,7 @@ class Board:
         self.shown: dict[str, str] = {}  # failure text -> the test that showed it in full
         self.broken: Broken | None = None
         self.broken_shown = False
+        self.live_passed = False  # the opt-in live test ran the copilot with the learner's provider
         self.outcomes = []
 
     def predecessors(self, milestone: Milestone):
@@ -325,6 +326,7 @@ def pytest_runtest_makereport(item, call):
             board.failed[milestone.id] += 1
     elif report.when == "call" and report.passed:
         board.passed[milestone.id] += 1
+        board.live_passed |= "live" in item.keywords
     elif report.skipped and milestone.id not in board.skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         board.skipped[milestone.id] = reason.removeprefix("Skipped: ")
@@ -383,7 +385,7 @@ def board_lines(board: Board, config, marks) -> tuple[list[str], Milestone | Non
         blocked = [m for m in board.order if board.blocked_by_broken(m)]
         remembered = BY_ID.get(read_current_milestone(config) or "")
         current = next((m for m in (broken.milestone, remembered) if m in blocked), blocked[0])
-    pending = progress.pending(board.passed, board.failed) if testing_code and broken is None else {}
+    pending = {} if not testing_code or broken else progress.pending(board.passed, board.failed, board.live_passed)
     lines, first_pending = [], None
     for m in board.order:
         p, f, locked = board.passed[m.id], board.failed[m.id], board.locked[m.id]

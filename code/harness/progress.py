@@ -3,6 +3,7 @@
 The board shows such a milestone as pending (neither passed nor failed) until:
   - M5: copilot.py has finished one run on the learner's code with a real model. The copilot records
     it in ``last_run.json`` in its cache folder (config.default_cache_dir); tests never write there.
+    A passing live test (`python -m pytest -m live`) counts too.
   - M6: FAILURE_ANALYSIS.md has no placeholder left. A placeholder is a paragraph written wholly in
     _italics_, the template's convention ("Replace every line in _italics_").
 """
@@ -81,11 +82,12 @@ def placeholders_in(text: str) -> int:
     return sum(bool(ITALIC.match(" ".join(b))) for b in blocks if b)
 
 
-def pending(passed: dict[str, int], failed: dict[str, int]) -> dict[str, tuple[str, str]]:
+def pending(passed: dict[str, int], failed: dict[str, int], copilot_ran: bool = False) -> dict[str, tuple[str, str]]:
     """Milestones whose tests all pass but whose untestable part is not done:
-    {milestone: (what is left, in a few words; how to do it, for the board)}."""
+    {milestone: (what is left, in a few words; how to do it, for the board)}.
+    ``copilot_ran``: the live test (-m live) just ran the copilot with the learner's provider."""
     out = {}
-    if passed.get("M5") and not failed.get("M5") and last_run() is None:
+    if passed.get("M5") and not failed.get("M5") and not copilot_ran and last_run() is None:
         out["M5"] = ("run the copilot once", RUN_ONCE)
     if passed.get("M6") and not failed.get("M6"):
         left = placeholders()
