@@ -36,9 +36,9 @@ import context_index
 from context_index import LexicalIndex, file_lines
 from tools import printable
 
-EMBED_BATCH = 32                  # chunks per embedding request, saved as each one completes
-QUERY_TIMEOUT = 15                # seconds to embed the question: an unreachable server is found fast
-BATCH_TIMEOUT = 120               # seconds per batch of chunks (a CPU server may do 1-2 chunks a second)
+EMBED_BATCH = 16                  # chunks per embedding request, saved as each one completes
+QUERY_TIMEOUT = 15                # seconds in all to embed the question: a dead server is found fast
+BATCH_TIMEOUT = 180               # seconds in all per batch (a busy CPU server may do 1 chunk a second)
 PROGRESS_EVERY = 10.0             # seconds between progress lines on stderr during a long job
 TEXT_VERSION = 1                  # bump when chunk_text changes: every chunk is embedded again
 QUERY, DOCUMENT = "query", "document"
@@ -87,6 +87,9 @@ class LiteLLMEmbedder:
 
         litellm.suppress_debug_info = True  # its "Give Feedback" banner would land in our stdout
         extra = {"input_type": self.input_type[kind]} if kind in self.input_type else {}
+        # LiteLLM 1.110 retries an embedding DEFAULT_MAX_RETRIES times even with max_retries=0
+        # (it reads `max_retries or DEFAULT_MAX_RETRIES`): share the time out between the attempts.
+        timeout /= 1 + max(int(getattr(litellm, "DEFAULT_MAX_RETRIES", 0) or 0), 0)
         vectors: list[list[float]] = []
         for i in range(0, len(texts), EMBED_BATCH):
             batch = [self.prefix[kind] + text for text in texts[i:i + EMBED_BATCH]]

@@ -261,3 +261,16 @@ def test_settings_describe_an_asymmetric_embedder():
     assert cs.LiteLLMEmbedder.from_settings(config.load_settings(env={}, need_model=False)) is None
     with pytest.raises(config.ConfigError, match="EMBEDDING_INPUT_TYPES"):
         config.load_settings(env={**env, "EMBEDDING_INPUT_TYPES": "search_query"}, need_model=False)
+
+
+def test_a_server_that_never_answers_costs_at_most_the_query_timeout(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(emb, "QUERY_TIMEOUT", 1.5)
+    repo = make_repo(tmp_path / "repo")
+    with FakeServer(delay=30) as server:
+        embed = cs.LiteLLMEmbedder("openai/fake-embed", server.base_url, "x")
+        started = time.perf_counter()
+        got = cs.select_context("listener signal", repo, embed=embed, cache_dir=tmp_path / "cache")
+        took = time.perf_counter() - started
+    assert got == lexical("listener signal", repo, tmp_path)
+    assert "using lexical context only" in capsys.readouterr().err
+    assert took < 1.5 + 10, f"{took:.1f} s"  # the time out, plus importing LiteLLM on a busy machine
