@@ -15,7 +15,8 @@ from pathlib import Path
 from grading import runner
 from grading.workspace import LAB_ROOT
 
-sys.path.insert(0, str(LAB_ROOT / "code"))
+if str(LAB_ROOT / "code") not in sys.path:  # already there under pytest: never move code/ ahead of --reference
+    sys.path.insert(0, str(LAB_ROOT / "code"))
 from harness.milestones import ALL, milestone_of_test_file  # noqa: E402  (the course as data)
 
 PYTEST_TIMEOUT = 420        # the whole run; each test has its own, shorter, limit
