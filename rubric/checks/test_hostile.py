@@ -23,6 +23,7 @@ import pytest
 
 import agent_loop
 import config
+import repo_files
 import tools
 from harness.scripted import ScriptedModel, answer, call, turn
 
@@ -254,9 +255,9 @@ RACE_CALLS = {
 @pytest.mark.parametrize("use_dir_fd", [True, False], ids=["openat", "open-then-verify"])
 @pytest.mark.parametrize("tool", sorted(RACE_CALLS))
 def test_swapping_a_folder_for_a_symlink_never_returns_outside_content(race_repo, tool, use_dir_fd, monkeypatch):
-    if use_dir_fd and not tools.USE_DIR_FD:
+    if use_dir_fd and not repo_files.USE_DIR_FD:
         pytest.skip("this OS has no openat(); the fallback case covers it")
-    monkeypatch.setattr(tools, "USE_DIR_FD", use_dir_fd)
+    monkeypatch.setattr(repo_files, "USE_DIR_FD", use_dir_fd)  # the openers live in repo_files.py
     root, outside = race_repo
     name, args = RACE_CALLS[tool]
     (outside / "stolen.txt").write_text(f"{OUTSIDE}\n")  # a name only the outside folder has
