@@ -137,6 +137,15 @@ def printable(text: str) -> str:
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
+def _encodable(text: str) -> bool:
+    """True if the OS can take ``text`` as a name (JSON's "\\ud800" decodes to a lone surrogate)."""
+    try:
+        os.fsencode(text)
+        return True
+    except UnicodeError:
+        return False
+
+
 def _excluded_message(shown: str) -> str:
     return (
         f"{shown} is excluded by the sandbox (secrets, .git, virtualenvs and caches are "

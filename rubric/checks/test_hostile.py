@@ -393,6 +393,31 @@ def test_errors_never_echo_a_huge_argument(repo):
         assert result.startswith("Error:") and len(result) < 1_000, result[:300]
 
 
+@pytest.mark.parametrize("args", [{"path": "pkg/app.py", 1: 2}, {"path": "pkg/app.py", None: 2},
+                                  {"path": "pkg/app.py", ("a",): 1}, {"path": "pkg/app.py", "zz": 1, 3: 4}],
+                         ids=["int-key", "none-key", "tuple-key", "mixed-keys"])
+def test_argument_names_that_are_not_strings_are_an_error_not_a_crash(repo, args):
+    # JSON keys are always strings, but dispatch_tool's arguments may come from any caller.
+    result = tools.dispatch_tool("read_file", args, repo)
+    assert result.startswith("Error:") and "argument names must be strings" in result, result
+
+
+def test_a_not_run_reason_that_is_not_text_is_shortened_not_printed(repo):
+    deep: list = []
+    for _ in range(5_000):  # str() of this recurses past Python's limit
+        deep = [deep]
+    result = tools.dispatch_tool("read_file", {"path": "pkg/app.py", tools.NOT_RUN_KEY: deep}, repo)
+    assert result.startswith("Error:") and len(result) < 1_000, result[:300]
+
+
+@pytest.mark.parametrize("name,args", [("read_file", {"path": "\ud800"}), ("list_directory", {"path": "pkg/\udfff"}),
+                                       ("search_code", {"query": "handler\ud800"})])
+def test_a_lone_surrogate_from_json_is_named_plainly(repo, name, args):
+    # json.loads('"\\ud800"') gives one; the OS cannot encode it, so the codec's message is replaced.
+    result = tools.dispatch_tool(name, args, repo)
+    assert result.startswith("Error:") and "lone surrogate" in result and "codec" not in result, result
+
+
 def test_a_huge_observation_is_cut_with_a_note():
     message = agent_loop.tool_result("c1", "y" * 1_000_000)
     assert len(message["content"]) < agent_loop.MAX_OBSERVATION_CHARS + 300

@@ -27,7 +27,7 @@ from repo_files import (  # noqa: F401
     is_excluded, is_virtualenv, iter_repo_files, open_in_root, open_resolved, printable,
     read_text_in_root, recording, relative_parts, shorten, split_lines,
     _OpenDirectory, _excluded_message, _inside_virtualenv, _is_binary, _is_junction, _lexists_in,
-    _read_window, _record,
+    _encodable, _read_window, _record,
 )
 
 
@@ -89,6 +89,8 @@ def resolve_visible(repo_root, path) -> Path:
     """safe_resolve plus the visibility rules: the one gate every tool goes through."""
     if isinstance(path, str) and len(path) > MAX_PATH_CHARS:  # before any resolving: it is slow
         raise ValueError(f"path is {len(path):,} characters long; the limit is {MAX_PATH_CHARS:,}")
+    if isinstance(path, str) and not _encodable(path):
+        raise ValueError(f"path {shorten(path)} holds a lone surrogate (such as \\ud800), which no file name has")
     target = safe_resolve(repo_root, path)
     parts = relative_parts(repo_root, target)
     if is_excluded(parts) or _inside_virtualenv(Path(repo_root).resolve(), parts):
@@ -216,6 +218,8 @@ def search_code(repo_root, query) -> str:
         raise ToolError("query must be a non-empty string, for example a function or class name")
     if len(query) > MAX_QUERY_CHARS:
         raise ToolError(f"query is {len(query)} characters; keep it under {MAX_QUERY_CHARS}")
+    if not _encodable(query):
+        raise ToolError(f"query {shorten(query)} holds a lone surrogate (such as \\ud800); search for plain text")
     safe_resolve(repo_root, ".")  # the root itself goes through the sandbox too
     needle = query.lower()
     needle_bytes = needle.encode("utf-8", "surrogateescape")
@@ -362,8 +366,12 @@ NOT_RUN_KEY = "_not_run"
 
 def check_arguments(name: str, args: dict) -> str | None:
     """Compare ``args`` with the tool's schema; return a problem the model can fix, or None."""
+    odd = [key for key in args if not isinstance(key, str)]
+    if odd:  # a caller's dict, not JSON: sorting or joining these names would raise
+        return f"{name}: argument names must be strings, got {shorten(odd[0])}"
     if NOT_RUN_KEY in args:
-        return str(args[NOT_RUN_KEY])[:500]
+        why = args[NOT_RUN_KEY]
+        return (why if isinstance(why, str) else shorten(why))[:500]
     schema = {s["function"]["name"]: s["function"]["parameters"] for s in TOOL_SCHEMAS}[name]
     allowed = schema["properties"]
     missing = [key for key in schema["required"] if key not in args]
