@@ -635,6 +635,29 @@ def edit_tool(repo, path, old, new):
     return stretch.edit_file_tool({"path": path, "old_string": old, "new_string": new}, repo, policy)
 
 
+def test_printable_survives_a_lone_surrogate():
+    assert tools.printable("a\ud800b") == "a?b" and tools.printable("a\udcffb") == "a\ufffdb"
+
+
+@pytest.mark.parametrize("path,old,new", [("\ud800", "handler", "x"), ("pkg/app.py", "handler", "x\ud800")],
+                         ids=["surrogate-path", "surrogate-new-string"])
+def test_edit_with_a_lone_surrogate_is_an_error_or_a_diff_never_a_crash(repo, path, old, new):
+    import stretch
+
+    policy = stretch.EditPolicy(apply=False, confirm=None)
+    result = stretch.edit_file_tool({"path": path, "old_string": old, "new_string": new}, repo, policy)
+    assert result.startswith(("Error:", "Dry run:")), result
+    json.dumps(policy.log)  # the record is shown with --json
+
+
+def test_edit_arguments_of_mixed_key_types_are_an_error_not_a_crash(repo):
+    import stretch
+
+    args = {"path": "pkg/app.py", "old_string": "a", "new_string": "b", "zz": 1, 2: 3, "x" * 100_000: 1}
+    result = stretch.edit_file_tool(args, repo, stretch.EditPolicy(apply=False, confirm=None))
+    assert result.startswith("Error:") and "unexpected" in result and len(result) < 1_000, result[:300]
+
+
 def test_edit_refuses_a_hard_link_and_never_writes_through_one(repo, tmp_path):
     hardlink_or_skip(repo / "pkg" / "alias.py", repo / ".env")
     result = edit_tool(repo, "pkg/alias.py", "KEY=", "KEY=changed")

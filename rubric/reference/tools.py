@@ -203,7 +203,11 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 def printable(text: str) -> str:
     """A file name made safe to show: undecodable bytes replaced (so it can be sent as JSON) and
     control characters written as escapes (a newline in a name cannot fake a line of output)."""
-    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate from JSON ("\\ud800"), which no file name holds
+        raw = text.encode("utf-8", "replace")
+    text = raw.decode("utf-8", "replace")
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
