@@ -31,6 +31,7 @@ BINARY_SNIFF_BYTES = 8_192      # a NUL byte in this prefix means "binary"
 MAX_SCAN_BYTES = 16 * 1024 * 1024   # read_file reads at most this much of one file per call
 MAX_WALK_DEPTH = 64             # folders nested deeper than this are not walked
 MAX_WALK_FILES = 50_000         # the walk stops after this many files
+MAX_WALK_DIRS = 20_000          # ... or after entering this many folders (a million empty ones cost minutes)
 MAX_ECHO_CHARS = 120            # how much of an untrusted argument an error message repeats
 
 # Visibility rules, applied to EVERY component of the resolved, repository-relative path.
@@ -133,7 +134,11 @@ _CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
 def printable(text: str) -> str:
     """A file name made safe to show: undecodable bytes replaced (so it can be sent as JSON) and
     control characters written as escapes (a newline in a name cannot fake a line of output)."""
-    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate from JSON ("\\ud800"), which no file name holds
+        raw = text.encode("utf-8", "replace")
+    text = raw.decode("utf-8", "replace")
     return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
 
 
@@ -160,13 +165,13 @@ def iter_repo_files(repo_root):
 
     Does not follow symlinks (so no loops and no way out of the root), skips excluded folders and
     virtualenvs without entering them, walks with a stack rather than recursion, and stops at
-    MAX_WALK_DEPTH folders deep and after MAX_WALK_FILES files. Shared with context_selector.py
+    MAX_WALK_DEPTH folders deep and after MAX_WALK_FILES files or MAX_WALK_DIRS folders. Shared with context_selector.py
     so both see the same files. Open what it yields with open_in_root(root, rel_path): the tree
     may change after the walk.
     """
     root = Path(repo_root).resolve()
     stack = [(iter(_sorted_entries(root)), ())]
-    count = 0
+    count, folders = 0, 0
     while stack:
         entries, rel = stack[-1]
         entry = next(entries, None)
@@ -179,6 +184,9 @@ def iter_repo_files(repo_root):
         try:
             if entry.is_dir(follow_symlinks=False) and not _is_junction(entry):
                 if len(parts) < MAX_WALK_DEPTH and not is_virtualenv(entry.path):
+                    folders += 1
+                    if folders > MAX_WALK_DIRS:
+                        return
                     stack.append((iter(_sorted_entries(entry.path)), parts))
             elif entry.is_file(follow_symlinks=False):  # skips symlinks, FIFOs, sockets, devices
                 yield Path(entry.path), "/".join(parts)

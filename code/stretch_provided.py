@@ -181,11 +181,11 @@ def _edit_arguments_problem(args) -> str | None:
         return "edit_file's arguments must be a JSON object"
     wanted = EDIT_FILE_SCHEMA["function"]["parameters"]["required"]
     missing = [key for key in wanted if key not in args]
-    unexpected = sorted(set(args) - set(wanted))
+    unexpected = sorted(set(args) - set(wanted), key=repr)  # key=repr: a caller's dict may mix key types
     wrong = [key for key in wanted if key in args and not isinstance(args[key], str)]
     if missing or unexpected or wrong:
         return (f"edit_file takes exactly the string arguments {', '.join(wanted)} "
-                f"(missing: {missing or 'none'}, unexpected: {unexpected or 'none'}, not strings: {wrong or 'none'})")
+                f"(missing: {missing or 'none'}, unexpected: {tools.shorten(unexpected) if unexpected else 'none'}, not strings: {wrong or 'none'})")
     return None
 
 

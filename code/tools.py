@@ -22,7 +22,7 @@ from pathlib import Path
 # Reading an untrusted repository (provided; see repo_files.py). Re-exported: tools.<name> works.
 from repo_files import (  # noqa: F401
     BINARY_SNIFF_BYTES, EXCLUDED_DIRS, KEY_FILE_NAMES, MAX_ECHO_CHARS, MAX_LINE_CHARS, MAX_SCAN_BYTES,
-    MAX_WALK_DEPTH, MAX_WALK_FILES, SECRET_FILE_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
+    MAX_WALK_DEPTH, MAX_WALK_DIRS, MAX_WALK_FILES, SECRET_FILE_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
     VIRTUALENV_MARKERS, ToolError, count_lines, current_record, display_path, excluded_name,
     is_excluded, is_virtualenv, iter_repo_files, open_in_root, open_resolved, printable,
     read_text_in_root, recording, relative_parts, shorten, split_lines,
