@@ -214,10 +214,10 @@ LAB_GOOD = {
     ),
     "lab-hidden-files": R(
         ("search_code", {"query": "def is_excluded"}),
-        ("read_file", {"path": "tools.py"}),
-        answer="is_excluded [[tools.py|def is_excluded]] hides everything under EXCLUDED_DIRS (.git, .venv, venv, "
-               "node_modules, __pycache__) [[tools.py|EXCLUDED_DIRS =]] and secrets: .env, .env.* and private "
-               "keys [[tools.py|SECRET_FILE_NAMES =]].",
+        ("read_file", {"path": "repo_files.py"}),
+        answer="is_excluded [[repo_files.py|def is_excluded]] hides everything under EXCLUDED_DIRS (.git, .venv, venv, "
+               "node_modules, __pycache__) [[repo_files.py|EXCLUDED_DIRS =]] and secrets: .env, .env.* and private "
+               "keys [[repo_files.py|SECRET_FILE_NAMES =]].",
     ),
     "lab-grounded": R(
         ("search_code", {"query": "def check_citations"}),

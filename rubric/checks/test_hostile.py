@@ -23,6 +23,7 @@ import pytest
 
 import agent_loop
 import config
+import repo_files
 import tools
 from harness.scripted import ScriptedModel, answer, call, turn
 
@@ -254,9 +255,9 @@ RACE_CALLS = {
 @pytest.mark.parametrize("use_dir_fd", [True, False], ids=["openat", "open-then-verify"])
 @pytest.mark.parametrize("tool", sorted(RACE_CALLS))
 def test_swapping_a_folder_for_a_symlink_never_returns_outside_content(race_repo, tool, use_dir_fd, monkeypatch):
-    if use_dir_fd and not tools.USE_DIR_FD:
+    if use_dir_fd and not repo_files.USE_DIR_FD:
         pytest.skip("this OS has no openat(); the fallback case covers it")
-    monkeypatch.setattr(tools, "USE_DIR_FD", use_dir_fd)
+    monkeypatch.setattr(repo_files, "USE_DIR_FD", use_dir_fd)  # the openers live in repo_files.py
     root, outside = race_repo
     name, args = RACE_CALLS[tool]
     (outside / "stolen.txt").write_text(f"{OUTSIDE}\n")  # a name only the outside folder has
@@ -373,6 +374,20 @@ def test_a_1100_deep_folder_chain_does_not_crash(deep_chain):
     deep = "d/" * 1_100 + "deep.py"
     assert "DEEP = 1" in tools.dispatch_tool("read_file", {"path": deep}, repo)
     print(f"\n1,100-deep chain: walk + search + read in {time.monotonic() - started:.3f} s")
+
+
+def test_a_wide_tree_of_folders_is_walked_only_up_to_the_folder_limit(repo, monkeypatch):
+    # Files cap the walk, but a tree of empty folders has none: 90,000 of them took 2.3 s per search.
+    for i in range(30):
+        (repo / "wide" / f"w{i:02}").mkdir(parents=True)
+    (repo / "wide" / "w29" / "late.py").write_text("LATE = 1\n")
+    entered = []
+    original = repo_files._sorted_entries  # the walk lives in repo_files.py
+    monkeypatch.setattr(repo_files, "_sorted_entries", lambda folder: entered.append(folder) or original(folder))
+    monkeypatch.setattr(repo_files, "MAX_WALK_DIRS", 10)
+    files = [rel for _, rel in tools.iter_repo_files(repo)]
+    assert len(entered) <= 1 + 10, f"entered {len(entered)} folders with MAX_WALK_DIRS = 10"
+    assert "pkg/app.py" in files and "wide/w29/late.py" not in files
 
 
 # ---------------------------------------------------------------- item 7: budgets that hold in total
@@ -619,6 +634,29 @@ def edit_tool(repo, path, old, new):
 
     policy = stretch.EditPolicy(apply=True, confirm=lambda edit: True)
     return stretch.edit_file_tool({"path": path, "old_string": old, "new_string": new}, repo, policy)
+
+
+def test_printable_survives_a_lone_surrogate():
+    assert tools.printable("a\ud800b") == "a?b" and tools.printable("a\udcffb") == "a\ufffdb"
+
+
+@pytest.mark.parametrize("path,old,new", [("\ud800", "handler", "x"), ("pkg/app.py", "handler", "x\ud800")],
+                         ids=["surrogate-path", "surrogate-new-string"])
+def test_edit_with_a_lone_surrogate_is_an_error_or_a_diff_never_a_crash(repo, path, old, new):
+    import stretch
+
+    policy = stretch.EditPolicy(apply=False, confirm=None)
+    result = stretch.edit_file_tool({"path": path, "old_string": old, "new_string": new}, repo, policy)
+    assert result.startswith(("Error:", "Dry run:")), result
+    json.dumps(policy.log)  # the record is shown with --json
+
+
+def test_edit_arguments_of_mixed_key_types_are_an_error_not_a_crash(repo):
+    import stretch
+
+    args = {"path": "pkg/app.py", "old_string": "a", "new_string": "b", "zz": 1, 2: 3, "x" * 100_000: 1}
+    result = stretch.edit_file_tool(args, repo, stretch.EditPolicy(apply=False, confirm=None))
+    assert result.startswith("Error:") and "unexpected" in result and len(result) < 1_000, result[:300]
 
 
 def test_edit_refuses_a_hard_link_and_never_writes_through_one(repo, tmp_path):

@@ -1,0 +1,557 @@
+"""Reading a repository you don't trust: visibility rules, race-safe openers, the walk, lines.
+
+Provided machinery shared by tools.py (both the learner's copy and rubric/reference/), the
+context selector, the citation check and the stretch edit tool; tools.py re-exports every public
+name, so ``tools.open_in_root`` and ``repo_files.open_in_root`` are the same function.
+
+Containment (tools.safe_resolve) says where a path lands *when it is checked*. The repository can
+change between that check and the open (a folder swapped for a symlink), so the openers here
+(open_in_root, read_text_in_root, open_resolved) open again, component by component from the
+root, following no symlink at all, and refuse what is not a plain regular file: FIFOs, devices
+and sockets (never waited on), and regular files with more than one hard link (a hard link to
+.env under another name is the same secret, and nothing in the file says so). Visibility
+(is_excluded) applies one name rule to every path component, plus virtualenvs found by content.
+A name list can never be complete: point the copilot at repositories whose secrets live elsewhere.
+"""
+
+from __future__ import annotations
+
+import contextvars
+import errno
+import os
+import re
+import stat
+import unicodedata
+from contextlib import contextmanager
+from pathlib import Path
+
+# Bounds on reading (tools.py re-exports them; its own bounds are there).
+MAX_LINE_CHARS = 1_000          # a longer line is cut, with a marker
+BINARY_SNIFF_BYTES = 8_192      # a NUL byte in this prefix means "binary"
+MAX_SCAN_BYTES = 16 * 1024 * 1024   # read_file reads at most this much of one file per call
+MAX_WALK_DEPTH = 64             # folders nested deeper than this are not walked
+MAX_WALK_FILES = 50_000         # the walk stops after this many files
+MAX_WALK_DIRS = 20_000          # ... or after entering this many folders (a million empty ones cost minutes)
+MAX_ECHO_CHARS = 120            # how much of an untrusted argument an error message repeats
+
+# Visibility rules, applied to EVERY component of the resolved, repository-relative path.
+# Containment (safe_resolve) answers "is it inside the repository?"; these answer "should a model
+# ever see it?". Names are compared casefolded and NFKC-normalized (.ENV opens .env on
+# case-insensitive filesystems), with editor decorations removed (.env~, #.env#, .#.env).
+EXCLUDED_DIRS = frozenset({
+    ".git", ".hg", ".svn", ".bzr", ".venv", "venv", ".tox", ".nox", "node_modules", "__pycache__",
+    ".mypy_cache", ".pytest_cache", ".ruff_cache", ".aws", ".ssh", ".gnupg", ".docker", ".kube",
+    "conda-meta",
+})
+SECRET_FILE_NAMES = frozenset({
+    ".env", ".envrc", ".netrc", "_netrc", ".pgpass", ".git-credentials", ".npmrc", ".pypirc",
+    ".yarnrc", ".dockercfg", "credentials",
+})
+SECRET_PREFIXES = (".env.", ".env-", ".env_")   # .env.local, .env-prod, .env_backup
+# Private SSH keys (the FIDO "_sk" ones too); their .pub halves are public and stay visible.
+KEY_FILE_NAMES = frozenset({"id_rsa", "id_dsa", "id_ecdsa", "id_ed25519", "id_ecdsa_sk", "id_ed25519_sk", "id_xmss"})
+SECRET_SUFFIXES = (".env", ".pem", ".key", ".p12", ".pfx", ".ppk", ".jks", ".keystore", ".kdbx", ".asc")
+VIRTUALENV_MARKERS = ("pyvenv.cfg", "conda-meta")  # a folder holding one of these is a virtualenv
+
+
+class ToolError(Exception):
+    """An expected tool failure (not found, excluded, wrong kind of file): the message is for the model."""
+
+
+def shorten(value, limit: int = MAX_ECHO_CHARS) -> str:
+    """repr(value), cut to ``limit`` characters: error messages never echo a huge argument whole."""
+    try:
+        text = repr(value)
+    except Exception:  # a hostile object's __repr__, or an int too long to print
+        text = f"<{type(value).__name__}>"
+    return text if len(text) <= limit else f"{text[:limit]}...({len(text):,} characters)"
+
+
+# --------------------------------------------------------------------------- visibility rules
+
+_BACKUP_SUFFIXES = (".bak", ".orig", ".old", ".save", ".swp", ".swo", ".tmp")
+
+
+def _canonical_name(part: str) -> str:
+    """The name as a filesystem might treat it, without the decorations editors add."""
+    name = unicodedata.normalize("NFKC", part).casefold()
+    name = name.split(":", 1)[0]   # Windows: ".env::$DATA" is a stream of .env
+    name = name.rstrip(" .")       # Windows: ".env. " opens .env
+    name = name.strip("#~")        # .env~, #.env#
+    if name.startswith(".#"):      # Emacs lock files: .#.env
+        name = name[2:]
+    for suffix in _BACKUP_SUFFIXES:
+        if name.endswith(suffix) and len(name) > len(suffix):
+            name = name[: -len(suffix)]
+            break
+    return name
+
+
+def excluded_name(part: str) -> bool:
+    """True if one path component (a folder or a file name) is a secret or noise by its name."""
+    name = _canonical_name(part)
+    return (
+        name in EXCLUDED_DIRS
+        or name in SECRET_FILE_NAMES
+        or name in KEY_FILE_NAMES
+        or name.startswith(SECRET_PREFIXES)
+        or name.endswith(SECRET_SUFFIXES)
+    )
+
+
+def is_excluded(parts) -> bool:
+    """True if a repository-relative path (given as its components) must never reach the model.
+
+    The same rule for every component: ``.env/pyvenv.cfg`` and ``deploy/id_rsa/key`` are as
+    hidden as ``.env`` itself.
+    """
+    return any(excluded_name(part) for part in parts)
+
+
+def is_virtualenv(folder) -> bool:
+    """True if a folder holds a virtualenv marker (``pyvenv.cfg``, ``conda-meta``), whatever its name."""
+    return any(os.path.lexists(os.path.join(folder, marker)) for marker in VIRTUALENV_MARKERS)
+
+
+def _inside_virtualenv(root: Path, parts) -> bool:
+    return any(is_virtualenv(root.joinpath(*parts[:i])) for i in range(1, len(parts) + 1))
+
+
+def relative_parts(repo_root, resolved: Path) -> tuple[str, ...]:
+    """Components of an already-resolved path, relative to the resolved root."""
+    return resolved.relative_to(Path(repo_root).resolve()).parts
+
+
+def display_path(repo_root, resolved: Path) -> str:
+    """Repository-relative path with forward slashes, safe to print (undecodable bytes replaced)."""
+    rel = "/".join(relative_parts(repo_root, resolved)) or "."
+    return printable(rel)
+
+
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+
+def printable(text: str) -> str:
+    """A file name made safe to show: undecodable bytes replaced (so it can be sent as JSON) and
+    control characters written as escapes (a newline in a name cannot fake a line of output)."""
+    try:
+        raw = text.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate from JSON ("\\ud800"), which no file name holds
+        raw = text.encode("utf-8", "replace")
+    text = raw.decode("utf-8", "replace")
+    return _CONTROL.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100 else f"\\u{ord(m.group()):04x}", text)
+
+
+def _encodable(text: str) -> bool:
+    """True if the OS can take ``text`` as a name (JSON's "\\ud800" decodes to a lone surrogate)."""
+    try:
+        os.fsencode(text)
+        return True
+    except UnicodeError:
+        return False
+
+
+def _excluded_message(shown: str) -> str:
+    return (
+        f"{shown} is excluded by the sandbox (secrets, .git, virtualenvs and caches are "
+        "never shown); read source files instead"
+    )
+
+
+# --------------------------------------------------------------------------- the walk
+
+def iter_repo_files(repo_root):
+    """Yield (path, rel_path) for every visible regular file, in name order, depth first.
+
+    Does not follow symlinks (so no loops and no way out of the root), skips excluded folders and
+    virtualenvs without entering them, walks with a stack rather than recursion, and stops at
+    MAX_WALK_DEPTH folders deep and after MAX_WALK_FILES files or MAX_WALK_DIRS folders. Shared with context_selector.py
+    so both see the same files. Open what it yields with open_in_root(root, rel_path): the tree
+    may change after the walk.
+    """
+    root = Path(repo_root).resolve()
+    stack = [(iter(_sorted_entries(root)), ())]
+    count, folders = 0, 0
+    while stack:
+        entries, rel = stack[-1]
+        entry = next(entries, None)
+        if entry is None:
+            stack.pop()
+            continue
+        if excluded_name(entry.name):  # parents were judged on the way down
+            continue
+        parts = rel + (entry.name,)
+        try:
+            if entry.is_dir(follow_symlinks=False) and not _is_junction(entry):
+                if len(parts) < MAX_WALK_DEPTH and not is_virtualenv(entry.path):
+                    folders += 1
+                    if folders > MAX_WALK_DIRS:
+                        return
+                    stack.append((iter(_sorted_entries(entry.path)), parts))
+            elif entry.is_file(follow_symlinks=False):  # skips symlinks, FIFOs, sockets, devices
+                yield Path(entry.path), "/".join(parts)
+                count += 1
+                if count >= MAX_WALK_FILES:
+                    return
+        except OSError:
+            continue
+
+
+def _sorted_entries(folder) -> list:
+    """A folder's entries by name; at most MAX_WALK_FILES of them (a million-file folder is cut)."""
+    try:
+        with os.scandir(folder) as scan:
+            entries = [entry for entry, _ in zip(scan, range(MAX_WALK_FILES))]
+    except OSError:  # unreadable folder, or a path too long: nothing to show from it
+        return []
+    return sorted(entries, key=lambda e: e.name)
+
+
+def _is_junction(entry) -> bool:
+    """Windows junctions lead elsewhere like symlinks, but is_symlink() says False (Python 3.12+)."""
+    check = getattr(entry, "is_junction", None)
+    return bool(check and check())
+
+
+# --------------------------------------------------------------------------- opening inside the root
+
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_DIRECTORY = getattr(os, "O_DIRECTORY", 0)
+_READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+# openat() one component at a time where the OS offers it (Linux, macOS, BSDs); elsewhere
+# (Windows) open by path and then check the opened file is the one the path names now.
+USE_DIR_FD = bool(_NOFOLLOW and _DIRECTORY) and os.open in os.supports_dir_fd and os.stat in os.supports_dir_fd
+
+
+def _parts_of(relative) -> tuple[str, ...]:
+    """Components of a repository-relative path given as a str ("a/b.py") or as a tuple of names."""
+    if isinstance(relative, (tuple, list)):
+        parts = tuple(relative)
+    else:
+        text = os.fspath(relative)
+        if os.path.isabs(text) or os.path.splitdrive(text)[0]:
+            raise ToolError(f"{shorten(text)} is not relative to the repository root")
+        for sep in (os.sep, os.altsep):
+            if sep and sep != "/":
+                text = text.replace(sep, "/")
+        parts = tuple(p for p in text.split("/") if p not in ("", "."))
+    # ".." is walked like any other name (without following links): containment is safe_resolve's
+    # job, and the paths it returns never contain "..". Keeping one check in one place means a
+    # broken safe_resolve shows (break_and_observe.py's escape scenario) instead of being masked.
+    if any(not isinstance(p, str) or p in ("", ".") or "/" in p or "\x00" in p for p in parts):
+        raise ToolError(f"{shorten(relative)} is not a plain repository-relative path")
+    return parts
+
+
+def _os_refusal(shown: str, exc: OSError) -> ToolError:
+    if exc.errno == errno.ENOENT:
+        return ToolError(f"{shown!r} does not exist; use list_directory or search_code to find the right path")
+    if exc.errno in (errno.ELOOP, errno.EMLINK, errno.ENOTDIR):  # a symlink where a real entry was
+        return ToolError(f"{shown!r} goes through a symlink (or changed while it was being opened); "
+                         "the tools open files only by their real path, so it is not read")
+    return ToolError(f"cannot open {shown!r}: {exc.strerror or exc}")
+
+
+def _check_opened(fd: int, shown: str, want_dir: bool) -> None:
+    """Refuse what is not a plain file (or folder): judged on the OPEN descriptor, so nothing can swap it."""
+    st = os.fstat(fd)
+    if want_dir:
+        if not stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"{shown!r} is a file, not a directory; use read_file to read it")
+        return
+    if stat.S_ISDIR(st.st_mode):
+        raise ToolError(f"{shown!r} is a directory; use list_directory to see what is inside")
+    if not stat.S_ISREG(st.st_mode):
+        raise ToolError(f"{shown!r} is not a regular file (a pipe, socket or device); it cannot be read")
+    if st.st_nlink > 1:
+        raise ToolError(f"{shown!r} has {st.st_nlink} hard links; the sandbox refuses hard-linked files, "
+                        "which can be a secret under another name")
+
+
+def _open_fd(root, parts: tuple[str, ...], want_dir: bool, judge: bool = True) -> int:
+    """An open descriptor for root/parts, following no symlink below the root; raises ToolError.
+
+    ``judge=False`` skips the visibility rules (the caller judged the path already).
+    """
+    shown = printable("/".join(parts)) or "."
+    if judge and is_excluded(parts):
+        raise ToolError(_excluded_message(repr(shown)))
+    root = Path(root).resolve()
+    if not USE_DIR_FD:
+        return _open_fd_by_path(root, parts, shown, want_dir, judge)
+    fd = os.open(root, _READ_FLAGS | _DIRECTORY)  # the root itself was chosen by the application
+    try:
+        for index, part in enumerate(parts):
+            last = index == len(parts) - 1
+            # Look before opening, without following: a device is never even opened.
+            st = os.stat(part, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                raise OSError(errno.ELOOP, "symlink")
+            if last and not want_dir and not stat.S_ISDIR(st.st_mode):
+                if not stat.S_ISREG(st.st_mode):
+                    raise ToolError(f"{shown!r} is not a regular file (a pipe, socket or device); it cannot be read")
+                flags = _READ_FLAGS | _NOFOLLOW
+            elif not stat.S_ISDIR(st.st_mode):
+                if last:
+                    raise ToolError(f"{shown!r} is a file, not a directory; use read_file to read it")
+                raise OSError(errno.ENOTDIR, "not a directory")
+            else:
+                flags = _READ_FLAGS | _NOFOLLOW | (_DIRECTORY if (want_dir or not last) else 0)
+            child = os.open(part, flags, dir_fd=fd)
+            os.close(fd)
+            fd = child
+            if judge and (not last or want_dir):
+                if any(_exists_at(marker, fd) for marker in VIRTUALENV_MARKERS):
+                    raise ToolError(_excluded_message(repr(shown)))
+        _check_opened(fd, shown, want_dir)
+        return fd
+    except OSError as exc:
+        os.close(fd)
+        raise _os_refusal(shown, exc) from None
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def _exists_at(name: str, dir_fd: int) -> bool:
+    try:
+        os.stat(name, dir_fd=dir_fd, follow_symlinks=False)
+        return True
+    except OSError:
+        return False
+
+
+def _open_fd_by_path(root: Path, parts: tuple[str, ...], shown: str, want_dir: bool, judge: bool = True) -> int:
+    """The fallback without openat(): open by path, then prove the open file is the one inside."""
+    path = root.joinpath(*parts)
+    try:
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode) or _is_reparse_point(st):
+            raise OSError(errno.ELOOP, "symlink")
+        if not want_dir and not stat.S_ISDIR(st.st_mode) and not stat.S_ISREG(st.st_mode):
+            raise ToolError(f"{shown!r} is not a regular file (a pipe, socket or device); it cannot be read")
+        if want_dir or stat.S_ISDIR(st.st_mode):
+            fd = None  # folders cannot be opened by os.open everywhere: verify by path below
+        else:
+            fd = os.open(path, _READ_FLAGS | _NOFOLLOW)
+    except OSError as exc:
+        raise _os_refusal(shown, exc) from None
+    try:
+        opened = os.fstat(fd) if fd is not None else os.stat(path)
+        # After opening, the path must name that very file with no link on the way, checked on both
+        # sides of the identity check: a swap has to come and go between two checks to slip
+        # through. Best effort: only openat() above rules it out.
+        if not (_names_itself(path) and os.path.samestat(opened, os.stat(path)) and _names_itself(path)):
+            raise OSError(errno.ELOOP, "changed while opening")
+        if judge and _inside_virtualenv(root, parts if (want_dir or stat.S_ISDIR(opened.st_mode)) else parts[:-1]):
+            raise ToolError(_excluded_message(repr(shown)))
+        if fd is None:
+            if not want_dir:
+                raise ToolError(f"{shown!r} is a directory; use list_directory to see what is inside")
+            return -1
+        _check_opened(fd, shown, want_dir)
+        return fd
+    except OSError as exc:
+        if fd is not None:
+            os.close(fd)
+        raise _os_refusal(shown, exc) from None
+    except BaseException:
+        if fd is not None:
+            os.close(fd)
+        raise
+
+
+def _names_itself(path: Path) -> bool:
+    """True if resolving ``path`` changes nothing: no component is a link (right now)."""
+    return os.path.normcase(os.path.realpath(path)) == os.path.normcase(str(path))
+
+
+def _is_reparse_point(st) -> bool:
+    attributes = getattr(st, "st_file_attributes", 0)
+    return bool(attributes & getattr(stat, "FILE_ATTRIBUTE_REPARSE_POINT", 0))
+
+
+def open_in_root(repo_root, relative):
+    """Open a regular file inside the root for binary reading, race-safely; raises ToolError.
+
+    ``relative`` is repository-relative ("pkg/app.py", as iter_repo_files and display_path give
+    it, or a tuple of names, such as relative_parts of a path safe_resolve returned). Follows no
+    symlink at any component (a folder swapped for a link after safe_resolve is refused, not
+    followed), never blocks on a FIFO or device, and refuses hidden or secret paths, virtualenvs
+    and regular files with more than one hard link. Containment itself ("..", absolute paths) is
+    safe_resolve's judgement, made before; this adds what a check made before cannot promise.
+    """
+    parts = _parts_of(relative)
+    if not parts:
+        raise ToolError("'.' is a directory; use list_directory to see what is inside")
+    return os.fdopen(_open_fd(repo_root, parts, want_dir=False), "rb")
+
+
+def read_text_in_root(repo_root, relative, max_bytes: int, errors: str = "replace") -> str:
+    """The whole text of a file opened with open_in_root, at most ``max_bytes``; raises ToolError.
+
+    Larger files and binary files (a NUL byte near the start) are refused, not cut: a caller that
+    rewrites the file must never see half of it. ``errors="strict"`` refuses undecodable bytes.
+    """
+    shown = printable("/".join(_parts_of(relative)))
+    with open_in_root(repo_root, relative) as fh:
+        data = fh.read(max_bytes + 1)
+    if len(data) > max_bytes:
+        raise ToolError(f"{shown!r} is larger than {max_bytes:,} bytes; it is not read")
+    if _is_binary(data[:BINARY_SNIFF_BYTES]):
+        raise ToolError(f"{shown!r} is a binary file")
+    try:
+        return data.decode("utf-8", errors)
+    except UnicodeDecodeError:
+        raise ToolError(f"{shown!r} is not UTF-8 text") from None
+
+
+def open_resolved(resolved, write_dir: bool = False):
+    """Open a path safe_resolve returned, following no symlink at any component; raises ToolError.
+
+    For callers that hold a resolved absolute path rather than (root, relative) — the edit tool.
+    No visibility rules here (judge those with resolve_visible first); the same file-kind and
+    hard-link policy as open_in_root. ``write_dir=True`` returns a descriptor of the file's
+    folder instead (-1 where the OS has no openat), for writing a temp file beside it.
+    """
+    path = Path(resolved)
+    anchor = Path(path.anchor)
+    parts = path.relative_to(anchor).parts
+    if not parts:
+        raise ToolError(f"{shorten(str(path))} is not a file")
+    if write_dir:
+        return _open_fd(anchor, parts[:-1], want_dir=True, judge=False)
+    return os.fdopen(_open_fd(anchor, parts, want_dir=False, judge=False), "rb")
+
+
+class _OpenDirectory:
+    """``with _OpenDirectory(root, parts) as where:`` gives what os.scandir and _lexists_in accept.
+
+    With openat() this is a descriptor, so the listing is of the folder that was checked. The
+    fallback (Windows) cannot hold a folder open: it checks the folder before listing it, so a
+    swap and swap back in that instant could show names (never contents) from elsewhere.
+    """
+
+    def __init__(self, repo_root, parts):
+        self.fd = _open_fd(repo_root, parts, want_dir=True)
+        self.where = self.fd if self.fd >= 0 else str(Path(repo_root).resolve().joinpath(*parts))
+
+    def __enter__(self):
+        return self.where
+
+    def __exit__(self, *exc):
+        if self.fd >= 0:
+            os.close(self.fd)
+
+
+def _lexists_in(where, name: str) -> bool:
+    if isinstance(where, int):
+        return _exists_at(name, where)
+    return os.path.lexists(os.path.join(where, name))
+
+
+# --------------------------------------------------------------------------- what the tools showed
+
+# While a run records (copilot.py wraps the loop in ``with recording() as shown``), read_file and
+# search_code add every line range they return here: (display path, first line, last line). The
+# citation check reads this structured record instead of re-parsing observation text, which a
+# file name or a file's contents could forge.
+_SHOWN: contextvars.ContextVar[list | None] = contextvars.ContextVar("tools_shown", default=None)
+
+
+@contextmanager
+def recording():
+    """``with recording() as shown:`` collects (path, start, end) for every span a tool returns."""
+    shown: list[tuple[str, int, int]] = []
+    token = _SHOWN.set(shown)
+    try:
+        yield shown
+    finally:
+        _SHOWN.reset(token)
+
+
+def current_record() -> list | None:
+    """The record of the innermost ``recording()``, or None outside one."""
+    return _SHOWN.get()
+
+
+def _record(path: str, start: int, end: int) -> None:
+    shown = _SHOWN.get()
+    if shown is not None:
+        shown.append((path, start, end))
+
+
+# --------------------------------------------------------------------------- lines
+
+def split_lines(text: str) -> list[str]:
+    """The ONE line-splitting rule: split on "\\n" only, drop one trailing "\\r" from each line.
+
+    str.splitlines() also splits on form feeds, U+2028 and a dozen others, so tools using it
+    disagree about line numbers with tools that read line by line. Every tool, the context
+    selector and the citation check number lines with this function. A final "\\n" ends the last
+    line; it does not start an empty one.
+    """
+    lines = text.split("\n")
+    if lines[-1] == "":
+        lines.pop()
+    return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def _is_binary(prefix: bytes) -> bool:
+    return b"\x00" in prefix
+
+
+def _read_window(fh, first: int, last: int) -> tuple[list[str], int, bool]:
+    """Decode lines first..last (1-based) and count the lines, reading at most MAX_SCAN_BYTES.
+
+    Returns (lines, count, complete); complete is False when the budget ran out before the end
+    of the file (count is then a lower bound). Lines split as split_lines does: on b"\\n", one
+    trailing b"\\r" dropped.
+    """
+    limit = MAX_LINE_CHARS * 4  # bytes: up to 4 per character in UTF-8
+    budget = MAX_SCAN_BYTES
+    lines: list[str] = []
+    number = 0
+    while budget > 0:
+        raw = fh.readline(min(limit + 1, budget))
+        if not raw:
+            return lines, number, True
+        budget -= len(raw)
+        number += 1
+        cut = len(raw) > limit and not raw.endswith(b"\n")
+        if cut:
+            budget -= _skip_rest_of_line(fh, budget)  # a 5 MB single line never enters memory
+        if number >= first:
+            raw = raw[:-1] if raw.endswith(b"\n") else raw
+            raw = raw[:-1] if raw.endswith(b"\r") else raw
+            text = raw.decode("utf-8", "replace")
+            if cut or len(text) > MAX_LINE_CHARS:
+                text = text[:MAX_LINE_CHARS] + " [... line cut]"
+            lines.append(text)
+        if number >= last:
+            more, complete = count_lines(fh, budget)
+            return lines, number + more, complete
+    return lines, number, not fh.read(1)
+
+
+def _skip_rest_of_line(fh, budget: int) -> int:
+    """Read to the end of the current line, at most ``budget`` bytes; return how many were read."""
+    spent = 0
+    while spent < budget and (chunk := fh.readline(min(1 << 16, budget - spent))):
+        spent += len(chunk)
+        if chunk.endswith(b"\n"):
+            break
+    return spent
+
+
+def count_lines(fh, budget: int = MAX_SCAN_BYTES) -> tuple[int, bool]:
+    """Count the lines (as split_lines counts them) from the current position, a line start, of a
+    binary file, reading at most ``budget`` bytes: (count, complete)."""
+    count, last_byte = 0, b""
+    while budget > 0 and (chunk := fh.read(min(1 << 20, budget))):
+        budget -= len(chunk)
+        count += chunk.count(b"\n")
+        last_byte = chunk[-1:]
+    if budget <= 0 and fh.read(1):
+        return count, False
+    return count + (1 if last_byte not in (b"", b"\n") else 0), True
