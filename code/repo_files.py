@@ -339,8 +339,8 @@ def _open_fd_by_path(root: Path, parts: tuple[str, ...], shown: str, want_dir: b
     try:
         opened = os.fstat(fd) if fd is not None else os.stat(path)
         # After opening, the path must name that very file with no link on the way, checked on both
-        # sides of the identity check: a swap has to come and go between two checks to slip
-        # through. Best effort: only openat() above rules it out.
+        # sides of the identity check. This holds on Windows, where a folder holding an open file
+        # cannot be renamed; on POSIX, two checks by path can be raced, which is why openat() is used there.
         if not (_names_itself(path) and os.path.samestat(opened, os.stat(path)) and _names_itself(path)):
             raise OSError(errno.ELOOP, "changed while opening")
         if judge and _inside_virtualenv(root, parts if (want_dir or stat.S_ISDIR(opened.st_mode)) else parts[:-1]):

@@ -257,6 +257,12 @@ RACE_CALLS = {
 def test_swapping_a_folder_for_a_symlink_never_returns_outside_content(race_repo, tool, use_dir_fd, monkeypatch):
     if use_dir_fd and not repo_files.USE_DIR_FD:
         pytest.skip("this OS has no openat(); the fallback case covers it")
+    if not use_dir_fd and os.name != "nt":
+        # The fallback is Windows' path. There a folder that holds an open file cannot be renamed,
+        # so the check made after opening cannot be raced. Here (POSIX, openat() in use) it can: a
+        # swap and a swap back between two checks by path slips through (about 1 call in 100 under
+        # this test's swapping), so running it here would measure a race Windows does not have.
+        pytest.skip("the open-then-verify fallback relies on Windows' rule that a folder holding an open file cannot be renamed")
     monkeypatch.setattr(repo_files, "USE_DIR_FD", use_dir_fd)  # the openers live in repo_files.py
     root, outside = race_repo
     name, args = RACE_CALLS[tool]
