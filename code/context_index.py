@@ -27,7 +27,7 @@ from typing import Callable
 
 import numpy as np
 
-from tools import (BINARY_SNIFF_BYTES, MAX_WALK_DEPTH, ToolError, excluded_name, is_virtualenv, iter_repo_files,
+from tools import (BINARY_SNIFF_BYTES, MAX_WALK_DEPTH, MAX_WALK_DIRS, ToolError, excluded_name, is_virtualenv, iter_repo_files,
                    open_in_root, split_lines)
 
 MAX_INDEX_FILE_BYTES = 500_000    # bigger files are data or generated code, not answers
@@ -300,7 +300,7 @@ def list_folders(root: Path) -> list[tuple[str, int]]:
     skips what the tools skip by name, and virtualenvs, so a big site-packages is not watched.
     """
     folders, stack = [], [("", str(root))]
-    while stack:  # a loop, not recursion: a repository may nest folders thousands deep
+    while stack and len(folders) <= MAX_WALK_DIRS:  # a loop, not recursion; bounded like the tools' walk
         rel, path = stack.pop()
         try:
             folders.append((rel, os.lstat(path).st_mtime_ns))
