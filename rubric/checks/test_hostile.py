@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import sys
 import threading
 import time
-from contextlib import contextmanager
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
+
+from support import deadline
 
 import agent_loop
 import config
@@ -39,23 +39,6 @@ RACE_SECONDS = 10.0
 MIN_SWAPS = 200
 
 
-@contextmanager
-def deadline(seconds: int):
-    """Fail instead of hanging (POSIX); elsewhere the case simply runs."""
-    if not hasattr(signal, "SIGALRM") or threading.current_thread() is not threading.main_thread():
-        yield
-        return
-
-    def expired(signum, frame):
-        raise TimeoutError(f"did not return within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 def symlink_or_skip(link: Path, target: Path):

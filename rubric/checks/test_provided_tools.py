@@ -11,13 +11,13 @@ from __future__ import annotations
 import json
 import os
 import random
-import signal
 import sys
 import tracemalloc
-from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
+
+from support import deadline
 
 import tools
 from harness.paths import FIXTURE_REPO, SENTINEL
@@ -43,23 +43,6 @@ def make_symlink(link: Path, target: Path):
         pytest.skip(f"no symlinks here: {exc}")
 
 
-@contextmanager
-def deadline(seconds: int):
-    """Fail instead of hanging (POSIX only; FIFO cases are POSIX-only anyway)."""
-    if not hasattr(signal, "SIGALRM"):
-        yield
-        return
-
-    def expired(signum, frame):
-        raise TimeoutError(f"tool call did not return within {seconds} s")
-
-    previous = signal.signal(signal.SIGALRM, expired)
-    signal.alarm(seconds)
-    try:
-        yield
-    finally:
-        signal.alarm(0)
-        signal.signal(signal.SIGALRM, previous)
 
 
 # ---------------------------------------------------------------- exclusions
