@@ -32,10 +32,10 @@ def mask(key: str) -> str:
     return f"{key[:4]}...{key[-4:]}" if len(key) >= 16 else "*" * len(key)
 
 
-def source_of(name: str, environ=None) -> str:
-    """Where the variable ``name`` was set: a real environment variable wins over code/.env."""
+def source_of(name: str, environ=None, settings_file: str = "code/.env") -> str:
+    """Where the variable ``name`` was set: a real environment variable wins over the settings file."""
     environ = os.environ if environ is None else environ
-    return "the environment" if environ.get(name) else "code/.env"
+    return "the environment" if environ.get(name) else settings_file
 
 
 def check(model=None, api_base=None, env=None, out=None, sleep=None, env_file=None) -> int:
@@ -53,16 +53,17 @@ def check(model=None, api_base=None, env=None, out=None, sleep=None, env_file=No
         print(f"{level:<5} {text}", file=out)
 
     environ = os.environ if env is None else env
+    settings_file = str(env_file) if env_file else "code/.env"  # what --env-file named, if anything
     merged = config.read_environment(env_file=env_file) if env is None else env
     try:
         settings = config.load_settings(model=model, api_base=api_base, env=merged)
     except config.ConfigError as exc:
         say("FAIL", f"settings: {exc}")
         return 2
-    say("ok", f"model: {settings.model} ({model_source(model, merged, environ)})")
-    say(*key_finding(settings, merged, environ))
+    say("ok", f"model: {settings.model} ({model_source(model, merged, environ, settings_file)})")
+    say(*key_finding(settings, merged, environ, settings_file))
     if settings.api_base:
-        say("ok", f"base URL: {settings.api_base} ({'--api-base' if api_base else 'COPILOT_API_BASE, from ' + source_of('COPILOT_API_BASE', environ)})")
+        say("ok", f"base URL: {settings.api_base} ({'--api-base' if api_base else 'COPILOT_API_BASE, from ' + source_of('COPILOT_API_BASE', environ, settings_file)})")
     else:
         say("ok", "base URL: the provider's own (COPILOT_API_BASE is not set)")
     for problem in config.base_url_problems(settings.model, settings.api_base):
@@ -86,24 +87,24 @@ def check(model=None, api_base=None, env=None, out=None, sleep=None, env_file=No
     return 2 if failed else 0
 
 
-def model_source(model, merged, environ) -> str:
+def model_source(model, merged, environ, settings_file: str = "code/.env") -> str:
     if model:
         return "from --model"
     if merged.get("COPILOT_MODEL"):
-        return f"COPILOT_MODEL, from {source_of('COPILOT_MODEL', environ)}"
+        return f"COPILOT_MODEL, from {source_of('COPILOT_MODEL', environ, settings_file)}"
     for key_var, default in config.PROVIDER_DEFAULTS:
         if merged.get(key_var):
             return f"default for {key_var}, the first provider key found"
     return "default"
 
 
-def key_finding(settings, merged, environ) -> tuple[str, str]:
+def key_finding(settings, merged, environ, settings_file: str = "code/.env") -> tuple[str, str]:
     if settings.api_key is None:
         return "ok", "key: none needed (a local server)"
     if settings.api_key == config.PLACEHOLDER_API_KEY and not merged.get("COPILOT_API_KEY"):
         return "ok", f"key: none set; a placeholder is sent to {settings.api_base} (set COPILOT_API_KEY if it needs one)"
     name = next((n for n in ("COPILOT_API_KEY", *key_names(settings.model)) if merged.get(n) == settings.api_key), "the key")
-    return "ok", f"key: {name} = {mask(settings.api_key)} (from {source_of(name, environ)})"
+    return "ok", f"key: {name} = {mask(settings.api_key)} (from {source_of(name, environ, settings_file)})"
 
 
 def key_names(model: str) -> tuple[str, ...]:
