@@ -118,6 +118,10 @@ def pytest_configure(config):
     os.environ["LESSON06_IMPL"] = "reference" if impl == REFERENCE_DIR else "code" if impl == CODE_DIR else str(impl)
     config.stash[IMPL_KEY] = impl
     config.stash[BOARD_KEY] = None
+    # The teaching message is printed in full once, above; the closing summary keeps one line per
+    # test even where pytest would repeat it whole (on CI, or with -vv).
+    if hasattr(config.option, "force_short_summary"):
+        config.option.force_short_summary = True
 
 
 BOARD_KEY = pytest.StashKey["Board | None"]()
