@@ -27,14 +27,15 @@ from typing import Callable
 
 import numpy as np
 
-from tools import (BINARY_SNIFF_BYTES, MAX_WALK_DEPTH, MAX_WALK_DIRS, ToolError, excluded_name, is_virtualenv, iter_repo_files,
-                   open_in_root, split_lines)
+from tools import (BINARY_SNIFF_BYTES, MAX_WALK_DEPTH, MAX_WALK_DIRS, ToolError, TreeReader, excluded_name, is_virtualenv,
+                   iter_repo_files, split_lines)
 
 MAX_INDEX_FILE_BYTES = 500_000    # bigger files are data or generated code, not answers
 # Generated, minified or translation files: big, and they drown the code in matches.
 SKIP_SUFFIXES = (".po", ".pot", ".min.js", ".min.css", ".map", ".svg", ".lock")
 PROGRESS_AFTER_SECONDS = 2.0      # say what is happening when indexing is slow
 PARALLEL_MIN_BYTES = 4_000_000    # below this, starting worker processes costs more than it saves
+FILES_PER_BATCH = 64              # files a worker reads with one TreeReader (neighbours share folders)
 STORAGE_VERSION = 1               # bump when the arrays stored below change
 
 
@@ -59,7 +60,7 @@ class Recipe:
     """How to turn files into chunks: supplied by context_selector.py."""
 
     version: int                                               # bump to rebuild every cached index
-    index_file: Callable[[str, str], tuple[str, FileChunks | None]]  # (root, rel) -> (hash, chunks)
+    index_file: Callable[[TreeReader, str], tuple[str, FileChunks | None]]  # (tree, rel) -> (hash, chunks)
     terms_of: Callable[[str], tuple[str, ...]]                 # identifier -> the terms it counts as
 
 
@@ -70,17 +71,22 @@ def indexable(rel: str, size: int) -> bool:
     return size <= MAX_INDEX_FILE_BYTES and not rel.lower().endswith(SKIP_SUFFIXES)
 
 
-def read_bytes(root, rel: str) -> bytes | None:
+def read_bytes(tree: TreeReader, rel: str) -> bytes | None:
     """Up to MAX_INDEX_FILE_BYTES of a file, or None when the tools would refuse it.
 
-    tools.open_in_root follows no symlink at any component (the tree may have changed since the
-    walk), never blocks on a FIFO, and refuses hard-linked files and secret paths.
+    A TreeReader opens like tools.open_in_root: no symlink at any component (the tree may have
+    changed since the walk), never blocking on a FIFO, refusing hard-linked files and secret paths.
     """
     try:
-        with open_in_root(root, rel) as fh:
+        with tree.open(rel) as fh:
             return fh.read(MAX_INDEX_FILE_BYTES + 1)
     except (ToolError, OSError):
         return None
+
+
+def _read_once(root, rel: str) -> bytes | None:
+    with TreeReader(root) as tree:
+        return read_bytes(tree, rel)
 
 
 def as_text(data: bytes | None) -> str | None:
@@ -94,9 +100,15 @@ def content_hash(data: bytes | None) -> str:
     return "" if data is None else hashlib.blake2b(data, digest_size=16).hexdigest()
 
 
-def file_lines(index: "LexicalIndex", rel: str) -> list[str]:
-    """The lines of one indexed file, read again from disk (the index keeps counts, not text)."""
-    text = as_text(read_bytes(index.root, rel))
+def file_lines(index: "LexicalIndex", rel: str, tree: TreeReader | None = None) -> list[str]:
+    """The lines of one indexed file, read again from disk (the index keeps counts, not text).
+
+    Pass ``tree`` when reading many files in turn, so their folders are opened once.
+    """
+    if tree is None:
+        with TreeReader(index.root) as tree:
+            return file_lines(index, rel, tree)
+    text = as_text(read_bytes(tree, rel))
     return [] if text is None else split_lines(text)
 
 
@@ -212,13 +224,21 @@ def _index_all(root: str, wanted, index_file, started):
     if not wanted:
         return
     paths, rels = zip(*wanted)
-    roots = [root] * len(rels)
     pool = _worker_pool(sum(os.path.getsize(p) for p in paths))
     if pool is None:
-        yield from _with_progress(map(index_file, roots, rels), len(wanted), started)
+        with TreeReader(root) as tree:
+            yield from _with_progress((index_file(tree, rel) for rel in rels), len(wanted), started)
         return
+    # Neighbouring files share folders: a batch opens each of its folders once (TreeReader).
+    batches = [rels[i:i + FILES_PER_BATCH] for i in range(0, len(rels), FILES_PER_BATCH)]
     with pool:
-        yield from _with_progress(pool.map(index_file, roots, rels, chunksize=32), len(wanted), started)
+        results = pool.map(_index_batch, [index_file] * len(batches), [root] * len(batches), batches)
+        yield from _with_progress((found for batch in results for found in batch), len(wanted), started)
+
+
+def _index_batch(index_file, root: str, rels) -> list:
+    with TreeReader(root) as tree:
+        return [index_file(tree, rel) for rel in rels]
 
 
 def _worker_pool(total_bytes: int):
@@ -327,7 +347,7 @@ def still_valid(index: LexicalIndex) -> bool:
             info = os.lstat(path)
             if info.st_size != size or info.st_mtime_ns != mtime:
                 return False
-            if mtime >= racy and content_hash(read_bytes(index.root, rel)) != index.hashes.get(rel):
+            if mtime >= racy and content_hash(_read_once(index.root, rel)) != index.hashes.get(rel):
                 return False
     except OSError:
         return False
@@ -353,7 +373,7 @@ def _unchanged(root, files, listing, hashes, racy: int) -> bool:
     for (rel, size, mtime), (path, now_rel, now_size, now_mtime) in zip(files, listing):
         if rel != now_rel or size != now_size:
             return False
-        if (mtime != now_mtime or mtime >= racy) and content_hash(read_bytes(root, rel)) != hashes.get(rel, content_hash(None)):
+        if (mtime != now_mtime or mtime >= racy) and content_hash(_read_once(root, rel)) != hashes.get(rel, content_hash(None)):
             return False
     return True
 

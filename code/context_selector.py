@@ -45,7 +45,7 @@ import numpy as np
 import context_index
 from context_index import FileChunks, LexicalIndex, as_text, content_hash, file_lines, read_bytes
 from embeddings import EmbeddingFailed, LiteLLMEmbedder, dense_scores  # noqa: F401  (LiteLLMEmbedder: copilot.py builds one)
-from tools import printable, split_lines
+from tools import TreeReader, printable, split_lines
 
 DEFAULT_TOP_FILES = 3             # k: how many files the injected context comes from
 CONTEXT_CHAR_BUDGET = 6_000       # all snippets together (~1,500 tokens): cheap grounding, not the repo
@@ -283,14 +283,14 @@ def windows(first: int, last: int) -> list[tuple[int, int]]:
         start += WINDOW_LINES - WINDOW_OVERLAP
 
 
-def index_file(root: str, rel: str) -> tuple[str, FileChunks | None]:
+def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
     """Read, chunk and count one file: (content hash, FileChunks); None instead for a binary file.
 
     The counts are of raw identifiers (``order_total``); context_index splits them into terms once
     per distinct identifier, not once per occurrence. A top-level function so that worker
     processes can run it.
     """
-    data = read_bytes(root, rel)
+    data = read_bytes(tree, rel)
     text = as_text(data)
     digest = content_hash(data)
     if text is None:

@@ -34,7 +34,7 @@ import numpy as np
 
 import context_index
 from context_index import LexicalIndex, file_lines
-from tools import printable
+from tools import TreeReader, printable
 
 EMBED_BATCH = 16                  # chunks per embedding request, saved as each one completes
 QUERY_TIMEOUT = 15                # seconds in all to embed the question: a dead server is found fast
@@ -193,11 +193,12 @@ def _embed_chunks(index, store, embed, missing: list[int], keys) -> None:
 def _texts_of(index: LexicalIndex, chunks: list[int]):
     """chunk_text of each chunk in turn, reading each file once (chunks of a file are consecutive)."""
     rel, lines = None, []
-    for c in chunks:
-        if index.chunk_path(c) != rel:
-            rel = index.chunk_path(c)
-            lines = file_lines(index, rel)
-        yield chunk_text(rel, lines, int(index.chunk_start[c]), int(index.chunk_end[c]))
+    with TreeReader(index.root) as tree:
+        for c in chunks:
+            if index.chunk_path(c) != rel:
+                rel = index.chunk_path(c)
+                lines = file_lines(index, rel, tree)
+            yield chunk_text(rel, lines, int(index.chunk_start[c]), int(index.chunk_end[c]))
 
 
 def _call(fn, texts: list[str], embed, store: "VectorStore") -> np.ndarray:

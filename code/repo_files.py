@@ -22,7 +22,9 @@ import os
 import re
 import stat
 import unicodedata
+from collections import OrderedDict
 from contextlib import contextmanager
+from functools import lru_cache
 from pathlib import Path
 
 # Bounds on reading (tools.py re-exports them; its own bounds are there).
@@ -32,6 +34,7 @@ MAX_SCAN_BYTES = 16 * 1024 * 1024   # read_file reads at most this much of one f
 MAX_WALK_DEPTH = 64             # folders nested deeper than this are not walked
 MAX_WALK_FILES = 50_000         # the walk stops after this many files
 MAX_WALK_DIRS = 20_000          # ... or after entering this many folders (a million empty ones cost minutes)
+MAX_OPEN_FOLDERS = 32          # folder descriptors a TreeReader keeps open (a walk needs about its depth)
 MAX_ECHO_CHARS = 120            # how much of an untrusted argument an error message repeats
 
 # Visibility rules, applied to EVERY component of the resolved, repository-relative path.
@@ -87,6 +90,7 @@ def _canonical_name(part: str) -> str:
     return name
 
 
+@lru_cache(maxsize=4096)  # a walk asks about the same folder names for every file below them
 def excluded_name(part: str) -> bool:
     """True if one path component (a folder or a file name) is a secret or noise by its name."""
     name = _canonical_name(part)
@@ -273,44 +277,118 @@ def _open_fd(root, parts: tuple[str, ...], want_dir: bool, judge: bool = True) -
 
     ``judge=False`` skips the visibility rules (the caller judged the path already).
     """
-    shown = printable("/".join(parts)) or "."
-    if judge and is_excluded(parts):
-        raise ToolError(_excluded_message(repr(shown)))
-    root = Path(root).resolve()
-    if not USE_DIR_FD:
-        return _open_fd_by_path(root, parts, shown, want_dir, judge)
-    fd = os.open(root, _READ_FLAGS | _DIRECTORY)  # the root itself was chosen by the application
-    try:
-        for index, part in enumerate(parts):
-            last = index == len(parts) - 1
-            # Look before opening, without following: a device is never even opened.
-            st = os.stat(part, dir_fd=fd, follow_symlinks=False)
-            if stat.S_ISLNK(st.st_mode):
-                raise OSError(errno.ELOOP, "symlink")
-            if last and not want_dir and not stat.S_ISDIR(st.st_mode):
-                if not stat.S_ISREG(st.st_mode):
-                    raise ToolError(f"{shown!r} is not a regular file (a pipe, socket or device); it cannot be read")
-                flags = _READ_FLAGS | _NOFOLLOW
-            elif not stat.S_ISDIR(st.st_mode):
+    with TreeReader(root, judge=judge) as tree:
+        return tree.open_fd(parts, want_dir)
+
+
+class TreeReader:
+    """Opens many files of one tree the way open_in_root does, opening each folder only once.
+
+    ``with TreeReader(root) as tree: tree.open("pkg/app.py")``. Reading a whole repository (the
+    context index, search_code) through open_in_root re-opens and re-judges every parent folder
+    for every file; this keeps the last MAX_OPEN_FOLDERS folders open instead. A kept folder is
+    the folder that was checked when it was opened: if its path is swapped for a symlink later,
+    the reader goes on reading that folder and never follows the link. ``judge=False`` skips the
+    visibility rules (open_resolved's callers judged the path already).
+    """
+
+    def __init__(self, repo_root, judge: bool = True):
+        self.root = Path(repo_root).resolve()
+        self.judge = judge
+        self._folders: OrderedDict[tuple[str, ...], int] = OrderedDict()  # parts -> descriptor
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *exc):
+        self.close()
+
+    def close(self) -> None:
+        while self._folders:
+            os.close(self._folders.popitem()[1])
+
+    def open(self, relative):
+        """Like open_in_root(root, relative): a binary file object; raises ToolError."""
+        parts = _parts_of(relative)
+        if not parts:
+            raise ToolError("'.' is a directory; use list_directory to see what is inside")
+        return os.fdopen(self.open_fd(parts, want_dir=False), "rb")
+
+    def open_fd(self, parts: tuple[str, ...], want_dir: bool) -> int:
+        """A new descriptor (the caller closes it) for the file or folder root/parts."""
+        shown = printable("/".join(parts)) or "."
+        if self.judge and is_excluded(parts):
+            raise ToolError(_excluded_message(repr(shown)))
+        if not USE_DIR_FD:
+            return _open_fd_by_path(self.root, parts, shown, want_dir, self.judge)
+        try:
+            if not parts:
+                fd = os.open(self.root, _READ_FLAGS | _DIRECTORY)  # the root was chosen by the application
+            else:
+                where, temporary = self._folder(parts[:-1], shown)
+                try:
+                    fd = self._open_child(where, parts[-1], shown, want_dir, last=True)
+                finally:
+                    if temporary:
+                        os.close(where)
+        except OSError as exc:
+            raise _os_refusal(shown, exc) from None
+        try:
+            _check_opened(fd, shown, want_dir)
+        except BaseException:
+            os.close(fd)
+            raise
+        return fd
+
+    def _folder(self, parts: tuple[str, ...], shown: str) -> tuple[int, bool]:
+        """(descriptor, temporary) of folder root/parts; a temporary one is the caller's to close.
+
+        Folders down to MAX_WALK_DEPTH are kept; deeper ones (a hostile path, never a walk) are not.
+        """
+        have = min(len(parts), MAX_WALK_DEPTH)
+        while have and parts[:have] not in self._folders:  # the longest kept prefix
+            have -= 1
+        if parts[:have] not in self._folders:
+            self._keep((), os.open(self.root, _READ_FLAGS | _DIRECTORY))
+        self._folders.move_to_end(parts[:have])
+        fd, temporary = self._folders[parts[:have]], False
+        for depth in range(have, len(parts)):
+            try:
+                child = self._open_child(fd, parts[depth], shown, want_dir=True)
+            finally:
+                if temporary:
+                    os.close(fd)
+            temporary = depth >= MAX_WALK_DEPTH
+            fd = child if temporary else self._keep(parts[:depth + 1], child)
+        return fd, temporary
+
+    def _keep(self, parts: tuple[str, ...], fd: int) -> int:
+        self._folders[parts] = fd
+        while len(self._folders) > MAX_OPEN_FOLDERS:  # the least recently used goes first
+            os.close(self._folders.popitem(last=False)[1])
+        return fd
+
+    def _open_child(self, fd: int, name: str, shown: str, want_dir: bool, last: bool = False) -> int:
+        """Open one entry of the folder ``fd`` without following it; raises OSError or ToolError."""
+        # Look before opening, without following: a device is never even opened.
+        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+        if stat.S_ISLNK(st.st_mode):
+            raise OSError(errno.ELOOP, "symlink")
+        if want_dir:
+            if not stat.S_ISDIR(st.st_mode):
                 if last:
                     raise ToolError(f"{shown!r} is a file, not a directory; use read_file to read it")
                 raise OSError(errno.ENOTDIR, "not a directory")
-            else:
-                flags = _READ_FLAGS | _NOFOLLOW | (_DIRECTORY if (want_dir or not last) else 0)
-            child = os.open(part, flags, dir_fd=fd)
-            os.close(fd)
-            fd = child
-            if judge and (not last or want_dir):
-                if any(_exists_at(marker, fd) for marker in VIRTUALENV_MARKERS):
-                    raise ToolError(_excluded_message(repr(shown)))
-        _check_opened(fd, shown, want_dir)
-        return fd
-    except OSError as exc:
-        os.close(fd)
-        raise _os_refusal(shown, exc) from None
-    except BaseException:
-        os.close(fd)
-        raise
+            child = os.open(name, _READ_FLAGS | _NOFOLLOW | _DIRECTORY, dir_fd=fd)
+            if self.judge and any(_exists_at(marker, child) for marker in VIRTUALENV_MARKERS):
+                os.close(child)
+                raise ToolError(_excluded_message(repr(shown)))
+            return child
+        if stat.S_ISDIR(st.st_mode):
+            raise ToolError(f"{shown!r} is a directory; use list_directory to see what is inside")
+        if not stat.S_ISREG(st.st_mode):
+            raise ToolError(f"{shown!r} is not a regular file (a pipe, socket or device); it cannot be read")
+        return os.open(name, _READ_FLAGS | _NOFOLLOW, dir_fd=fd)
 
 
 def _exists_at(name: str, dir_fd: int) -> bool:

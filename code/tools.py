@@ -23,7 +23,7 @@ from pathlib import Path
 from repo_files import (  # noqa: F401
     BINARY_SNIFF_BYTES, EXCLUDED_DIRS, KEY_FILE_NAMES, MAX_ECHO_CHARS, MAX_LINE_CHARS, MAX_SCAN_BYTES,
     MAX_WALK_DEPTH, MAX_WALK_DIRS, MAX_WALK_FILES, SECRET_FILE_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
-    VIRTUALENV_MARKERS, ToolError, count_lines, current_record, display_path, excluded_name,
+    VIRTUALENV_MARKERS, ToolError, TreeReader, count_lines, current_record, display_path, excluded_name,
     is_excluded, is_virtualenv, iter_repo_files, open_in_root, open_resolved, printable,
     read_text_in_root, recording, relative_parts, shorten, split_lines,
     _OpenDirectory, _excluded_message, _inside_virtualenv, _is_binary, _is_junction, _lexists_in,
@@ -212,33 +212,34 @@ def search_code(repo_root, query) -> str:
     hits: list[str] = []
     notes: list[str] = []
     total, budget = 0, MAX_SEARCH_TOTAL_BYTES
-    for _, rel in iter_repo_files(repo_root):
-        if budget <= 0:
-            notes.append(f"[search stopped after reading {MAX_SEARCH_TOTAL_BYTES:,} bytes; "
-                        "list_directory and search a sub-folder's files by a more specific name]")
-            break
-        try:
-            with open_in_root(repo_root, rel) as fh:
-                data = fh.read(MAX_SEARCH_FILE_BYTES + 1)
-        except (OSError, ToolError):  # changed since the walk, hard-linked, a FIFO: skipped
-            continue
-        budget -= len(data)
-        if len(data) > MAX_SEARCH_FILE_BYTES:
-            continue
-        # Fast reject on the raw bytes before any decoding (most files do not match).
-        if ascii_query and needle_bytes not in data.lower():
-            continue
-        if _is_binary(data[:BINARY_SNIFF_BYTES]):
-            continue
-        for number, line in enumerate(split_lines(data.decode("utf-8", "replace")), 1):
-            if needle in line.lower():
-                total += 1
-                if len(hits) < MAX_SEARCH_HITS:
-                    text = line.strip()
-                    if len(text) > MAX_HIT_CHARS:
-                        text = text[:MAX_HIT_CHARS] + " [...]"
-                    hits.append(f"{printable(rel)}:{number}: {text}")
-                    _record(printable(rel), number, number)
+    with TreeReader(repo_root) as tree:  # opens like open_in_root, each folder once
+        for _, rel in iter_repo_files(repo_root):
+            if budget <= 0:
+                notes.append(f"[search stopped after reading {MAX_SEARCH_TOTAL_BYTES:,} bytes; "
+                            "list_directory and search a sub-folder's files by a more specific name]")
+                break
+            try:
+                with tree.open(rel) as fh:
+                    data = fh.read(MAX_SEARCH_FILE_BYTES + 1)
+            except (OSError, ToolError):  # changed since the walk, hard-linked, a FIFO: skipped
+                continue
+            budget -= len(data)
+            if len(data) > MAX_SEARCH_FILE_BYTES:
+                continue
+            # Fast reject on the raw bytes before any decoding (most files do not match).
+            if ascii_query and needle_bytes not in data.lower():
+                continue
+            if _is_binary(data[:BINARY_SNIFF_BYTES]):
+                continue
+            for number, line in enumerate(split_lines(data.decode("utf-8", "replace")), 1):
+                if needle in line.lower():
+                    total += 1
+                    if len(hits) < MAX_SEARCH_HITS:
+                        text = line.strip()
+                        if len(text) > MAX_HIT_CHARS:
+                            text = text[:MAX_HIT_CHARS] + " [...]"
+                        hits.append(f"{printable(rel)}:{number}: {text}")
+                        _record(printable(rel), number, number)
     if not hits:
         return "\n".join([f"No matches for {query!r}. Try a shorter or different identifier, or list_directory.", *notes])
     if total > len(hits):

@@ -365,6 +365,45 @@ def test_a_1100_deep_folder_chain_does_not_crash(deep_chain):
     print(f"\n1,100-deep chain: walk + search + read in {time.monotonic() - started:.3f} s")
 
 
+def open_descriptors() -> int | None:
+    for where in ("/proc/self/fd", "/dev/fd"):  # Linux, macOS
+        if os.path.isdir(where):
+            return len(os.listdir(where))
+    return None
+
+
+def test_a_tree_reader_keeps_a_bounded_number_of_folders_open(deep_chain):
+    # TreeReader keeps folders open for a walk: never more than MAX_OPEN_FOLDERS, none after close.
+    repo = deep_chain
+    before = open_descriptors()
+    with repo_files.TreeReader(repo) as tree:
+        for _ in range(2):
+            with tree.open("d/" * 1_100 + "deep.py") as fh:
+                assert fh.read() == b"DEEP = 1\n"
+            with tree.open("pkg/app.py") as fh:
+                assert INSIDE.encode() in fh.read()
+        assert len(tree._folders) <= repo_files.MAX_OPEN_FOLDERS
+        if before is not None:
+            assert open_descriptors() <= before + repo_files.MAX_OPEN_FOLDERS
+    if before is not None:
+        assert open_descriptors() == before
+
+
+def test_a_folder_a_tree_reader_kept_is_never_followed_once_swapped_for_a_link(race_repo):
+    root, outside = race_repo
+    if not repo_files.USE_DIR_FD:
+        pytest.skip("without openat() a TreeReader keeps no folder open: open_in_root's fallback applies")
+    with repo_files.TreeReader(root) as tree:
+        with tree.open("docs/page.txt") as fh:
+            assert INSIDE.encode() in fh.read()
+        (root / "docs").rename(root / "docs-old")
+        os.symlink(outside, root / "docs", target_is_directory=True)
+        with tree.open("docs/page.txt") as fh:  # the folder it judged, wherever its name went
+            assert INSIDE.encode() in fh.read()
+    with pytest.raises(tools.ToolError, match="symlink"), repo_files.TreeReader(root) as fresh:
+        fresh.open("docs/page.txt")
+
+
 def test_a_wide_tree_of_folders_is_walked_only_up_to_the_folder_limit(repo, monkeypatch):
     # Files cap the walk, but a tree of empty folders has none: 90,000 of them took 2.3 s per search.
     for i in range(30):

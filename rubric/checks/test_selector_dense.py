@@ -162,7 +162,7 @@ def test_each_file_is_read_once_however_many_chunks_it_has(tmp_path, monkeypatch
     repo = make_repo(tmp_path / "repo", n_functions=20)
     reads = []
     real = emb.file_lines
-    monkeypatch.setattr(emb, "file_lines", lambda index, rel: reads.append(rel) or real(index, rel))
+    monkeypatch.setattr(emb, "file_lines", lambda index, rel, tree=None: reads.append(rel) or real(index, rel, tree))
     cs.select_context("listener", repo, embed=FakeEmbedder(), cache_dir=tmp_path / "cache")
     assert sorted(reads) == ["many.py", "notify.py", "other.py"]
 

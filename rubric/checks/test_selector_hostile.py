@@ -107,7 +107,7 @@ def test_a_fifo_is_never_opened_not_even_one_swapped_in_after_the_walk(tmp_path)
     assert [s.path for s in within(20, lambda: select("order total", repo, tmp_path))] == ["pipe.py"]
     (repo / "pipe.py").unlink()
     os.mkfifo(repo / "pipe.py")  # after the walk, where the index expects a file
-    assert within(10, lambda: ci.read_bytes(repo, "pipe.py")) is None
+    assert within(10, lambda: ci._read_once(repo, "pipe.py")) is None
     assert within(20, lambda: select("order total", repo, tmp_path)) == []
 
 
