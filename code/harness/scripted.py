@@ -71,10 +71,11 @@ class ScriptedModel:
 class AlwaysCallsTool(ScriptedModel):
     """A confused model that requests the same tool on every turn and never answers."""
 
-    def __init__(self, name="read_file", arguments=None, ceiling: int = 1000):
+    def __init__(self, name="read_file", arguments=None, ceiling: int = 100):
         super().__init__([])
         self.name, self.arguments = name, arguments or {"path": "README.md"}
-        self.ceiling = ceiling  # a safety net so a test of an uncapped loop still ends
+        # A safety net so a test of an uncapped loop still ends, and soon: ten times the default cap.
+        self.ceiling = ceiling
 
     def __call__(self, messages, tools):
         self.requests.append(copy.deepcopy(list(messages)) if self.calls < 50 else [])
