@@ -95,7 +95,7 @@ def main(argv=None, complete=None) -> int:
     """The command line. ``complete`` (tests only) replaces LiteLLM with a scripted model."""
     args = parse_args(sys.argv[1:] if argv is None else argv)
     if args.check:
-        return preflight.check(model=args.model, api_base=args.api_base, env_file=args.env_file)
+        return preflight.check(model=args.model, api_base=args.api_base, env_file=args.env_file, json_output=args.json)
     settings = None
     try:
         if args.max_steps < 1 or args.top_k < 0:

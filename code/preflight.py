@@ -38,19 +38,33 @@ def source_of(name: str, environ=None, settings_file: str = "code/.env") -> str:
     return "the environment" if environ.get(name) else settings_file
 
 
-def check(model=None, api_base=None, env=None, out=None, sleep=None, env_file=None) -> int:
+def check(model=None, api_base=None, env=None, out=None, sleep=None, env_file=None, json_output=False) -> int:
     """Print the findings to ``out`` (default stdout); return 0 if none failed, else 2.
 
     ``env`` replaces the environment and .env files (tests); ``env_file`` is --env-file's file;
-    ``sleep`` is how retries wait.
+    ``sleep`` is how retries wait. ``json_output``: one JSON document at the end instead of lines.
     """
     out = out or sys.stdout
+    findings: list[dict] = []
+    try:
+        code = _check(findings, out, model, api_base, env, sleep, env_file, json_output)
+    finally:
+        if json_output:
+            failed = any(f["level"] == "FAIL" for f in findings)
+            print(json.dumps({"ready": not failed, "exit_code": 2 if failed else 0, "findings": findings},
+                             ensure_ascii=False), file=out)
+    return code
+
+
+def _check(findings, out, model, api_base, env, sleep, env_file, json_output) -> int:
     failed = False
 
     def say(level: str, text: str) -> None:
         nonlocal failed
         failed = failed or level == "FAIL"
-        print(f"{level:<5} {text}", file=out)
+        findings.append({"level": level, "text": text})
+        if not json_output:
+            print(f"{level:<5} {text}", file=out)
 
     environ = os.environ if env is None else env
     settings_file = str(env_file) if env_file else "code/.env"  # what --env-file named, if anything

@@ -690,3 +690,15 @@ def test_check_with_no_key_is_one_clear_line_and_exit_2(tmp_path):
                               env=offline_env(tmp_path / "cache", **extra), capture_output=True, text=True, timeout=60)
         lines = proc.stdout.splitlines()
         assert proc.returncode == 2 and len(lines) == 1 and lines[0].startswith("FAIL  settings:") and said in lines[0], proc
+
+
+def test_check_with_json_prints_one_document_and_nothing_else(finished, tmp_path):
+    import json
+
+    with OllamaFake([text_reply("ready"), text_reply("Here are the files: ...")]) as server:
+        code, lines = check_lines(finished, env_for("ollama", server, tmp_path), json_output=True)
+    assert code == 2 and len(lines) == 1, lines
+    document = json.loads(lines[0])
+    assert document["ready"] is False and document["exit_code"] == 2
+    assert [f["level"] for f in document["findings"]][-1] == "FAIL"
+    assert document["findings"][-1]["text"].startswith("tool call: the model answered in text")
