@@ -2,6 +2,7 @@
 
     python rubric/bench_grade.py              20 submissions, full grading (goal: < 20 s each)
     python rubric/bench_grade.py --count 5 --quick
+    python rubric/bench_grade.py --jobs 1     one learner at a time (grade.py's default: one per CPU)
 
 Builds the class in a temporary folder from this lab (stubs, the reference with template or filled
 documents, planted mistakes from rubric/checks/mutants.py, a mismatching evidence block), runs
@@ -58,6 +59,7 @@ def main() -> int:
     p = argparse.ArgumentParser(prog="bench_grade.py")
     p.add_argument("--count", type=int, default=20)
     p.add_argument("--quick", action="store_true", help="pass --quick to grade.py (M1-M4 tests only)")
+    p.add_argument("--jobs", type=int, help="pass --jobs to grade.py (default: grade.py's, one per CPU)")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-grade-") as tmp:
         subs = Path(tmp) / "class"
@@ -65,7 +67,8 @@ def main() -> int:
             safe = "".join(c if c.isalnum() else "-" for c in kind)
             synthetic.make(subs / f"{i:02d}-{safe}", **options)
         command = [sys.executable, str(RUBRIC / "grade.py"), str(subs), "--csv", str(Path(tmp) / "grades.csv"),
-                   "--out", str(Path(tmp) / "reports")] + (["--quick"] if args.quick else [])
+                   "--out", str(Path(tmp) / "reports")] + (["--quick"] if args.quick else []) + (
+                   ["--jobs", str(args.jobs)] if args.jobs else [])
         before = load()
         started, cpu_before = time.monotonic(), _children_cpu()
         proc = subprocess.run(command, capture_output=True, text=True)
@@ -73,7 +76,8 @@ def main() -> int:
         print(proc.stderr.strip())
         rows = (Path(tmp) / "grades.csv").read_text().count("\n") - 1 if (Path(tmp) / "grades.csv").exists() else 0
     print(f"\n{rows} of {args.count} submissions graded{' (--quick)' if args.quick else ''} in {seconds:.0f} s: "
-          f"{seconds / max(args.count, 1):.1f} s per submission on {os.cpu_count()} CPUs "
+          f"{seconds / max(args.count, 1):.1f} s per submission on {os.cpu_count()} CPUs, "
+          f"{args.jobs or os.cpu_count()} at once "
           f"(load average before {before}, after {load()}); CPU time (user + system, all processes) "
           f"{cpu / max(args.count, 1):.1f} s per submission")
     return proc.returncode

@@ -3,6 +3,7 @@
     python rubric/grade.py PATH                            one learner: report on stdout
     python rubric/grade.py PATH --out reports/             ... also PATH.md and PATH.json there
     python rubric/grade.py SUBMISSIONS_DIR --csv grades.csv  one sub-folder per learner
+    python rubric/grade.py SUBMISSIONS_DIR --csv grades.csv --jobs 1   one at a time (default: one per CPU)
 
 Never modifies a submission (it grades a copy), needs no key and no network, and runs learner
 code only in child processes with a timeout and a memory ceiling. It runs the lab's own tests
@@ -18,6 +19,7 @@ import json
 import os
 import signal
 import sys
+from concurrent.futures import ThreadPoolExecutor, as_completed
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -50,6 +52,8 @@ def parse_args(argv):
     p.add_argument("--test-seconds", type=float, default=60.0, help="time limit per test (POSIX; 2 s after a first timeout)")
     p.add_argument("--as-submitted", action="store_true", help="run the learner's whole tools.py/agent_loop.py/stretch.py "
                    "(default: their functions spliced into this lab's provided code)")
+    p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
+                   help="folder mode: learners graded at once (default: one per CPU, here %(default)s)")
     p.add_argument("--keep", action="store_true", help="keep the temporary work folder (for debugging the grader)")
     args = p.parse_args(argv)
     if not args.path.is_dir():
@@ -83,17 +87,22 @@ def main(argv=None) -> int:
         print(f"grade.py: no submissions in {args.path} (a submission has code/ or UNDERSTANDING.md)", file=sys.stderr)
         return 2
     out = args.out or Path("grading-reports")
-    rows = []
-    for i, learner in enumerate(learners, 1):
-        try:
-            result = grade_one(learner, args, out)
-        except Exception as exc:  # one broken submission must not cost the others their grades
-            print(f"[{i}/{len(learners)}] {learner.name}: the grader failed: {type(exc).__name__}: {exc}", file=sys.stderr)
-            continue
-        rows.append(report.csv_row(result))
-        flags = [f for f, v in result["integrity"]["flags"].items() if v]
-        print(f"[{i}/{len(learners)}] {learner.name}: {result['total']}/{result['max_total']} suggested, "
-              f"{result['seconds']} s" + (f", flags: {', '.join(flags)}" if flags else ""), file=sys.stderr, flush=True)
+    results: dict[Path, dict] = {}
+    # Each learner is graded in child processes, so a few at once use the CPUs the machine has.
+    with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
+        running = {pool.submit(grade_one, learner, args, out): learner for learner in learners}
+        for done, future in enumerate(as_completed(running), 1):
+            learner = running[future]
+            try:
+                result = results[learner] = future.result()
+            except Exception as exc:  # one broken submission must not cost the others their grades
+                print(f"[{done}/{len(learners)}] {learner.name}: the grader failed: {type(exc).__name__}: {exc}",
+                      file=sys.stderr, flush=True)
+                continue
+            flags = [f for f, v in result["integrity"]["flags"].items() if v]
+            print(f"[{done}/{len(learners)}] {learner.name}: {result['total']}/{result['max_total']} suggested, "
+                  f"{result['seconds']} s" + (f", flags: {', '.join(flags)}" if flags else ""), file=sys.stderr, flush=True)
+    rows = [report.csv_row(results[learner]) for learner in learners if learner in results]  # in name order
     if args.csv:
         report.write_csv(rows, args.csv)
         print(f"grade.py: {len(rows)} rows written to {args.csv}; reports in {out}/", file=sys.stderr)
