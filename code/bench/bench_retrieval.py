@@ -7,6 +7,9 @@
     python bench/bench_retrieval.py -v           # also list the questions the lexical ranker misses
     python bench/bench_retrieval.py --save before.json      # keep each question's ranks ...
     python bench/bench_retrieval.py --compare before.json   # ... and pair a later run with them
+    python bench/bench_retrieval.py --repos flask,requests --dense openai/e5 \
+        --dense-base http://127.0.0.1:8080/v1 --input-types query,passage --cache ~/e5cache
+                                                 # also dense and lexical + dense (a real embedding server)
 
 Each question names the files that answer it (``relevant``). Both rankers order the repository's
 files by their best chunk (as select_context does before it picks snippets) and we report:
@@ -16,6 +19,8 @@ The rankers:
   lexical     context_selector as shipped: identifier-aware terms, question stop words dropped,
               path words added to each chunk, BM25, file-role weights chosen by the question's intent.
   plain BM25  the same chunks, lowercase \\w+ tokens, textbook BM25, nothing else.
+  dense       (--dense) cosine similarity of embeddings, times the same file-role weights
+  lexical + dense   (--dense) what select_context does with EMBEDDING_MODEL set: both fused by rank
 Intervals: percentile bootstrap over questions (2,000 resamples, seeded). A difference between two
 rankers is bootstrapped paired (the same resampled questions for both), so it is far tighter than
 the two separate intervals suggest; a change is worth keeping when that interval excludes 0.
@@ -174,8 +179,9 @@ def check(questions, roots) -> int:
     return 1 if problems else 0
 
 
-def rank_all(questions, roots, variants) -> dict[str, list[int]]:
-    """{ranker: [rank of the first relevant file, per question]} for plain BM25, lexical and each variant."""
+def rank_all(questions, roots, variants, embed=None, cache=None) -> dict[str, list[int]]:
+    """{ranker: [rank of the first relevant file, per question]} for plain BM25, lexical, each
+    variant and, with ``embed``, dense and lexical + dense."""
     ranks: dict[str, list[int]] = defaultdict(list)
     for repo in dict.fromkeys(q["repo"] for q in questions):
         mine = [q for q in questions if q["repo"] == repo]
@@ -189,6 +195,13 @@ def rank_all(questions, roots, variants) -> dict[str, list[int]]:
         for q in mine:
             ranks["plain BM25"].append(first_relevant_rank(file_ranking(index, plain.scores(q["question"])), q["relevant"]))
             ranks["lexical"].append(first_relevant_rank(lexical_ranking(index, q["question"]), q["relevant"]))
+            if embed is not None:  # as select_context combines them
+                intent = cs.question_intent(q["question"])
+                lexical = cs.score_chunks(index, cs.question_terms(q["question"]), intent)
+                dense = cs.dense_scores(index, q["question"], embed, cache) * cs.role_prior(index, intent)
+                ranks["dense"].append(first_relevant_rank(file_ranking(index, dense), q["relevant"]))
+                ranks["lexical + dense"].append(first_relevant_rank(file_ranking(index, cs.fuse_rankings(lexical, dense)),
+                                                                    q["relevant"]))
         for name, changes in variants.items():
             with patched(changes):
                 variant = build(root, listing)
@@ -210,8 +223,9 @@ def report(questions, ranks, baseline="plain BM25", main="lexical") -> None:
     per = {name: metrics(r) for name, r in ranks.items()}
     columns = [f"R@{k}" for k in CUTOFFS] + ["MRR"]
     print(f"\n{'group':<11}{'n':>4}  {'ranker':<17}" + "".join(f"{c:<20}" for c in columns))
+    shown = [main, baseline] + [name for name in ("dense", "lexical + dense") if name in ranks]
     for group, mask in groups.items():
-        for name in (main, baseline):
+        for name in shown:
             cells = [bootstrap_ci(per[name][c][mask]) for c in columns]
             print(f"{group:<11}{int(mask.sum()):>4}  {name:<17}" + "".join(f"{m:.2f} [{lo:.2f}, {hi:.2f}]  " for m, lo, hi in cells))
     print(f"\npaired differences, 95% bootstrap interval ('*': excludes 0)")
@@ -232,19 +246,37 @@ def main() -> int:
     parser.add_argument("-v", action="store_true", help="list the lexical ranker's misses at rank 1")
     parser.add_argument("--save", metavar="FILE", help="write every ranker's per-question ranks as JSON")
     parser.add_argument("--compare", metavar="FILE", help="add the lexical ranks saved by --save as 'before'")
+    parser.add_argument("--repos", help="only these repositories, e.g. flask,requests")
+    parser.add_argument("--dense", metavar="MODEL", help="also rank with this embedding model (a LiteLLM name)")
+    parser.add_argument("--dense-base", metavar="URL", help="where the embedding model is served")
+    parser.add_argument("--input-types", default="", help="question,document input types, e.g. query,passage")
+    parser.add_argument("--query-prefix", default="", help='e.g. "query: " for an e5 server that adds none')
+    parser.add_argument("--document-prefix", default="", help='e.g. "passage: "')
+    parser.add_argument("--cache", metavar="DIR", help="keep the trees and their vectors here (a rerun embeds nothing)")
     args = parser.parse_args()
     if not CORPUS.is_dir():
         print(f"skipped: {CORPUS} is not here (the corpus lives in ../shared, outside the project)")
         return 0
     questions = load_questions(args.set)
-    with tempfile.TemporaryDirectory() as tmp:
+    if args.repos:
+        questions = [q for q in questions if q["repo"] in args.repos.split(",")]
+    embed = None
+    if args.dense:
+        types = tuple(t for t in args.input_types.split(",") if t)
+        embed = cs.LiteLLMEmbedder(args.dense, args.dense_base, "none", query_prefix=args.query_prefix,
+                                   document_prefix=args.document_prefix, input_types=types)
+    with contextlib.ExitStack() as stack:
+        tmp = Path(args.cache).expanduser() if args.cache else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         roots = {}
         for repo in dict.fromkeys(q["repo"] for q in questions):
-            (Path(tmp) / repo).mkdir()
-            roots[repo] = extract(repo, Path(tmp) / repo)
+            where = tmp / "trees" / repo
+            if not where.is_dir():
+                where.mkdir(parents=True)
+                extract(repo, where)
+            roots[repo] = next(p for p in where.iterdir() if p.is_dir() and p.name.lower().startswith(repo))
         if args.check:
             return check(questions, roots)
-        ranks = rank_all(questions, roots, ABLATIONS if args.ablate else {})
+        ranks = rank_all(questions, roots, ABLATIONS if args.ablate else {}, embed, tmp / "vectors")
     questions = ordered(questions, ranks)
     keys = [f"{q['repo']}|{q['question']}" for q in questions]
     if args.compare:
