@@ -119,7 +119,7 @@ def select_context(question, repo_root, k=DEFAULT_TOP_FILES, embed=None, cache_d
     scores = score_chunks(index, terms, intent)               # 3. score
     if embed is not None:                                     #    + dense vectors, if configured
         try:
-            dense = dense_scores(index, question, embed, cache_dir) * role_prior(index, intent)
+            dense = dense_chunk_scores(index, question, embed, cache_dir, intent)
         except EmbeddingFailed as exc:  # the run goes on: lexical context is still good context
             print(f"context: embeddings unavailable ({exc}); using lexical context only", file=sys.stderr)
         else:
@@ -345,6 +345,19 @@ def role_prior(index: LexicalIndex, intent: str = "code") -> np.ndarray:
         role_weight = np.array([weights[file_role(f[0])] for f in index.files] or [1.0])
         prior = index.memo[f"role_prior:{intent}"] = role_weight[index.chunk_file]
     return prior
+
+
+def dense_chunk_scores(index: LexicalIndex, question: str, embed, cache_dir, intent: str = "code") -> np.ndarray:
+    """Embedding similarity per chunk, as evidence the file-role weights can scale.
+
+    An embedding model's cosine similarities sit in a narrow band well above zero (e5: about
+    0.7-0.9 for every chunk), so a 0.7 weight applied to them directly would sink every doc chunk
+    below every code chunk. Counted from the repository's least similar chunk, the weights scale
+    what the question and the chunk share instead (bench_retrieval.py --dense: fused MRR +.037,
+    95% interval [+.008, +.071], over weighting the raw similarity; 128 questions, e5-small).
+    """
+    similarity = dense_scores(index, question, embed, cache_dir)
+    return (similarity - similarity.min()) * role_prior(index, intent)
 
 
 def fuse_rankings(*score_arrays) -> np.ndarray:

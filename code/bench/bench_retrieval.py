@@ -19,7 +19,7 @@ The rankers:
   lexical     context_selector as shipped: identifier-aware terms, question stop words dropped,
               path words added to each chunk, BM25, file-role weights chosen by the question's intent.
   plain BM25  the same chunks, lowercase \\w+ tokens, textbook BM25, nothing else.
-  dense       (--dense) cosine similarity of embeddings, times the same file-role weights
+  dense       (--dense) embedding similarity, times the same file-role weights (dense_chunk_scores)
   lexical + dense   (--dense) what select_context does with EMBEDDING_MODEL set: both fused by rank
 Intervals: percentile bootstrap over questions (2,000 resamples, seeded). A difference between two
 rankers is bootstrapped paired (the same resampled questions for both), so it is far tighter than
@@ -198,7 +198,7 @@ def rank_all(questions, roots, variants, embed=None, cache=None) -> dict[str, li
             if embed is not None:  # as select_context combines them
                 intent = cs.question_intent(q["question"])
                 lexical = cs.score_chunks(index, cs.question_terms(q["question"]), intent)
-                dense = cs.dense_scores(index, q["question"], embed, cache) * cs.role_prior(index, intent)
+                dense = cs.dense_chunk_scores(index, q["question"], embed, cache, intent)
                 ranks["dense"].append(first_relevant_rank(file_ranking(index, dense), q["relevant"]))
                 ranks["lexical + dense"].append(first_relevant_rank(file_ranking(index, cs.fuse_rankings(lexical, dense)),
                                                                     q["relevant"]))

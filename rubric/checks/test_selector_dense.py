@@ -274,3 +274,27 @@ def test_a_server_that_never_answers_costs_at_most_the_query_timeout(tmp_path, m
     assert got == lexical("listener signal", repo, tmp_path)
     assert "using lexical context only" in capsys.readouterr().err
     assert took < 1.5 + 10, f"{took:.1f} s"  # the time out, plus importing LiteLLM on a busy machine
+
+
+class BandEmbedder:
+    """Similarities in the narrow, high band real models give (0.80 to 0.88), not 0 to 1."""
+
+    name = "band-embed"
+
+    def __call__(self, texts):
+        return [[1.0, 0.15 if "docs/" in t else 0.75] for t in texts]  # docs/: cos ~0.99; code: ~0.80
+
+    def query(self, texts):
+        return [[1.0, 0.0]] * len(texts)
+
+
+def test_role_weights_scale_the_similarity_a_chunk_has_above_the_repositorys_floor(tmp_path):
+    # The doc page is the more similar chunk; a 0.7 doc weight applied to raw cosines (0.99 x 0.7
+    # = 0.69 < 0.80) would rank every code chunk above it.
+    repo = make_repo(tmp_path / "repo", files={})
+    (repo / "docs").mkdir()
+    (repo / "docs" / "guide.rst").write_text("Sending signals\n===============\n\nConnect a receiver first.\n")
+    index = cs.load_index(repo, tmp_path / "cache")
+    scores = cs.dense_chunk_scores(index, "how do I send a signal", BandEmbedder(), tmp_path / "cache", "code")
+    best = {index.chunk_path(c): float(s) for c, s in enumerate(scores)}
+    assert best["docs/guide.rst"] > max(best["notify.py"], best["other.py"]), best
