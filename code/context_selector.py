@@ -6,7 +6,7 @@
 How (the retrieval you built in Projects 03/04, applied to source files), in the order of this file:
   1. Walk the repository with tools.iter_repo_files, the same visibility rules as the tools
      (no .git, no virtualenvs, never a .env or a private key).
-  2. Chunk: Python by top-level function and class (a big class by method), the
+  2. Chunk (chunking.py): Python by top-level function and class (a big class by method), the
      lines between them as their own chunks; other text files by windows of lines.
   3. Score: embed every chunk and the question as vectors, and rank chunks by their dot product,
      scaled by the file's role (source 1.0; docs 0.7; tests and changelogs 0.5; a question
@@ -23,8 +23,7 @@ question "session cookie" meets that class. These sparse vectors need no model a
 
 With an ``embed`` function (copilot.py passes one when EMBEDDING_MODEL is set), dense vectors from
 an embedding model are added (embeddings.py), and the two rankings are merged by reciprocal-rank
-fusion: dense vectors catch questions worded differently from the code, lexical ones catch exact
-identifiers.
+fusion: the two miss different questions (bench/bench_retrieval.py --dense measures by how much).
 
 The machinery lives beside this file: context_index.py stores the chunks' counts as an inverted
 index, builds it in parallel for big repositories and caches it outside the repository
@@ -45,15 +44,13 @@ import numpy as np
 import context_index
 from context_index import FileChunks, LexicalIndex, as_text, content_hash, file_lines, read_bytes
 from embeddings import EmbeddingFailed, LiteLLMEmbedder, dense_scores  # noqa: F401  (LiteLLMEmbedder: copilot.py builds one)
+from chunking import spans_of_lines
 from tools import TreeReader, printable, split_lines
 
 DEFAULT_TOP_FILES = 3             # k: how many files the injected context comes from
 CONTEXT_CHAR_BUDGET = 6_000       # all snippets together (~1,500 tokens): cheap grounding, not the repo
 MAX_SNIPPETS_PER_FILE = 2
 SNIPPET_MAX_LINES = 40            # a longer chunk is shown as its most relevant 40 lines
-MAX_CHUNK_LINES = 80              # a longer function is split into windows
-WINDOW_LINES = 50                 # windows for long code and for non-Python text
-WINDOW_OVERLAP = 10               # so an answer on a window edge is whole in one of them
 PATH_WEIGHT = 5                   # a file name is strong evidence: its words count 5 times (bench/bench_retrieval.py)
 # Questions to a coding copilot are mostly about what the code does: when a source file and a test,
 # a doc page or a changelog match equally well, show the source (MRR 0.55 -> 0.79 in bench_retrieval.py).
@@ -73,8 +70,6 @@ BM25_B = 0.75                     # how much long chunks are penalized
 RRF_K = 60                        # reciprocal-rank fusion constant (the usual value)
 INDEX_VERSION = 5                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
 
-DEFINITION = re.compile(r"(?:async\s+def|def|class)\b")
-TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Pieces of an identifier: "HTTPServerError2" -> HTTP, Server, Error, 2; "order_total" -> order, total.
 IDENTIFIER_PART = re.compile(r"[A-Z]+(?=[A-Z][a-z])|[A-Z]?[a-z]+|[A-Z]+|[0-9]+")
@@ -202,85 +197,6 @@ def file_role(rel: str) -> str:
     if DOC_DIRS.intersection(folders) or name.endswith(DOC_SUFFIXES):
         return "doc"
     return "source"
-
-
-def chunk_spans(rel: str, text: str) -> list[tuple[int, int]]:
-    """(start_line, end_line) pairs covering the file: Python by definitions, the rest by windows."""
-    return spans_of_lines(rel, split_lines(text))
-
-
-def spans_of_lines(rel: str, lines: list[str]) -> list[tuple[int, int]]:
-    if rel.endswith(".py"):
-        return python_spans(lines, code_starts(lines), 0, len(lines), "")
-    return windows(1, len(lines))
-
-
-def python_spans(lines, starts, first: int, last: int, indent: str) -> list[tuple[int, int]]:
-    """Lines first+1..last as chunks: each function and class at ``indent`` with its decorators
-    (a big class by method), and the code between them (imports, constants, docstrings).
-
-    Read from the indentation, not parsed with ``ast``: a definition runs from its line to the
-    next statement at the same indentation, so broken code is chunked too, and no file can make
-    it recurse (a 200 KB ``1+1+...`` line makes ast.parse raise RecursionError). On flask,
-    requests and Django it gives ast's chunks for 2,904 of 2,905 files (the other does not parse).
-    """
-    at = [i for i in range(first, last) if starts[i] and lines[i].startswith(indent)
-          and lines[i][len(indent):len(indent) + 1] not in ("", " ", "\t", "#", ")", "]", "}")]
-    spans, covered, n, k = [], first, len(indent), 0
-    while k < len(at):
-        i = at[k]
-        while k < len(at) - 1 and lines[at[k]][n] == "@":
-            k += 1  # decorators belong to the definition they decorate
-        head, k = at[k], k + 1
-        if not DEFINITION.match(lines[head], n):
-            continue
-        stop = at[k] if k < len(at) else last
-        end = stop - 1
-        while end > head and (not lines[end].strip() or lines[end].lstrip().startswith("#")):
-            end -= 1  # blank lines and comments after a definition belong to what follows
-        spans += windows(covered + 1, i)
-        body = _body_indent(lines, starts, head + 1, end + 1, indent)
-        if end - i + 1 > MAX_CHUNK_LINES and lines[head].startswith("class", n) and body:
-            spans += python_spans(lines, starts, i, end + 1, body)  # a big class: one chunk per method
-        else:
-            spans += windows(i + 1, end + 1)
-        covered = end + 1
-    return spans + windows(covered + 1, last)
-
-
-def code_starts(lines) -> list[bool]:
-    """Per line: can a statement start here? Not inside a triple-quoted string, not after a backslash."""
-    starts, quote, continued = [], None, False
-    for line in lines:
-        starts.append(quote is None and not continued)
-        if "'''" in line or '"""' in line:
-            for match in TRIPLE_QUOTE.finditer(line):
-                quote = match.group() if quote is None else (None if match.group() == quote else quote)
-        continued = quote is None and line.endswith("\\")
-    return starts
-
-
-def _body_indent(lines, starts, first: int, last: int, indent: str) -> str | None:
-    for i in range(first, last):
-        stripped = lines[i].lstrip()
-        if starts[i] and stripped and not stripped.startswith("#") and len(lines[i]) - len(stripped) > len(indent):
-            return lines[i][:len(lines[i]) - len(stripped)]
-    return None
-
-
-def windows(first: int, last: int) -> list[tuple[int, int]]:
-    """first..last as one span, or as overlapping windows when longer than MAX_CHUNK_LINES."""
-    if last < first:
-        return []
-    if last - first + 1 <= MAX_CHUNK_LINES:
-        return [(first, last)]
-    spans, start = [], first
-    while True:
-        end = min(start + WINDOW_LINES - 1, last)
-        spans.append((start, end))
-        if end == last:
-            return spans
-        start += WINDOW_LINES - WINDOW_OVERLAP
 
 
 def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:

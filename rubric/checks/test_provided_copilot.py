@@ -18,6 +18,7 @@ from harness.paths import CODE_DIR, FIXTURE_REPO, SENTINEL
 
 config = importlib.import_module("config")
 cs = importlib.import_module("context_selector")
+chunking = importlib.import_module("chunking")
 ci = importlib.import_module("context_index")
 
 
@@ -215,15 +216,15 @@ def test_question_intent_comes_from_the_words():
 
 def test_python_is_chunked_by_definition_even_when_it_does_not_parse():
     source = "import os\n\n\n@decorator\ndef first():\n    return 1\n\n\nclass Second:\n    x = 1\n"
-    assert cs.chunk_spans("m.py", source) == [(1, 3), (4, 6), (7, 8), (9, 10)]
+    assert chunking.chunk_spans("m.py", source) == [(1, 3), (4, 6), (7, 8), (9, 10)]
     broken = "def broken(:\n    '''a docstring\ndef not_a_definition():\n'''\n" + "x = 1\n" * 200
-    spans = cs.chunk_spans("b.py", broken)
-    assert spans[0] == (1, 4) and spans[1] == (5, 4 + cs.WINDOW_LINES) and spans[-1][1] == 204
+    spans = chunking.chunk_spans("b.py", broken)
+    assert spans[0] == (1, 4) and spans[1] == (5, 4 + chunking.WINDOW_LINES) and spans[-1][1] == 204
 
 
 def test_big_class_is_chunked_by_method():
     methods = "".join(f"    def m{i}(self):\n" + "        pass\n" * 20 for i in range(6))
-    spans = cs.chunk_spans("c.py", "class Big:\n    '''doc'''\n" + methods)
+    spans = chunking.chunk_spans("c.py", "class Big:\n    '''doc'''\n" + methods)
     assert (1, 2) in spans and (3, 23) in spans and len(spans) == 7
 
 
