@@ -49,6 +49,7 @@ CODE_DIR = Path(__file__).resolve().parent
 if str(CODE_DIR) not in sys.path:  # `harness` lives next to this file
     sys.path.insert(1, str(CODE_DIR))
 
+import cli  # noqa: E402
 import llm  # noqa: E402  (imports config only: no lab module, no LiteLLM)
 from harness.evidence import PRICES, Evidence, observe  # noqa: E402  (one measured run)
 from harness.lab import Lab, load_lab, real_model, use_implementation  # noqa: E402
@@ -327,7 +328,7 @@ def main(argv=None) -> int:
             ev = run_scenario(name, simulate=args.simulate, lab=lab, model=model, usage=usage,
                               model_label=model_label, max_calls=args.max_calls, max_tokens=args.max_tokens)
         except NotImplementedError as exc:
-            milestone, _, detail = llm.first_not_done(str(exc)).partition(":")
+            milestone, _, detail = cli.first_not_done(str(exc)).partition(":")
             if not re.fullmatch(r"M\d", milestone.strip()):
                 milestone, detail = "A milestone", str(exc)
             print(f"{milestone.strip()} is not done yet: {detail.strip().rstrip('.')}. Finish M1-M5 first (python -m pytest shows "
@@ -348,4 +349,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(llm.run_main(main))
+    sys.exit(cli.run_main(main))

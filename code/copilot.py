@@ -48,6 +48,7 @@ if os.environ.get("LESSON06_IMPL") == "reference" and str(REFERENCE_DIR) not in 
 
 import agent_loop  # noqa: E402  (after the import path is chosen)
 import citations  # noqa: E402
+import cli  # noqa: E402
 import config  # noqa: E402  (sets LiteLLM's offline price map before anything imports litellm)
 import context_selector  # noqa: E402
 import llm  # noqa: E402
@@ -113,7 +114,7 @@ def main(argv=None, complete=None) -> int:
     except KeyboardInterrupt:
         return fail("interrupted", args)
     except BrokenPipeError:
-        raise  # the reader closed stdout (| head): llm.run_main ends quietly
+        raise  # the reader closed stdout (| head): cli.run_main ends quietly
     except Exception as exc:  # every way of not running ends as one clear line and exit code 2
         if os.environ.get("COPILOT_DEBUG") == "1":
             raise
@@ -138,7 +139,7 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
     """Answer ``question`` about ``repo_root``: select context, run the loop, check the citations.
 
     ``complete`` replaces LiteLLM (tests pass a scripted model); otherwise ``settings`` (default:
-    config.load_settings()) says which model to call. Raises llm.NotDoneYet when a learner-owned
+    config.load_settings()) says which model to call. Raises cli.NotDoneYet when a learner-owned
     function is not implemented, ValueError for a bad repository, and LiteLLM's errors as they come.
 
     Stretch: ``edits`` (a stretch.EditPolicy) offers the edit_file tool (S2); ``structured`` forces
@@ -177,7 +178,7 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
             else:
                 cited = citations.check_citations(answer, root, messages, snippets)
     except NotImplementedError as exc:  # a learner-owned function (M1-M4, S1-S3) is still a stub
-        raise llm.NotDoneYet(llm.first_not_done(str(exc))) from None
+        raise cli.NotDoneYet(cli.first_not_done(str(exc))) from None
     termination = "max_steps" if capped else "invalid_answer" if final and not final.accepted else "answered"
     return report.Result(
         question=question, repo=str(root), model=getattr(settings, "model", None) or "scripted",
@@ -261,4 +262,4 @@ def fail(message: str, args) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(llm.run_main(main))
+    sys.exit(cli.run_main(main))

@@ -40,6 +40,7 @@ import sys
 from dataclasses import asdict
 from pathlib import Path
 
+import cli
 import llm  # imports config only; the lab modules are imported after --reference picks them
 from harness.evaluation import (QuestionSetError, aggregate, evaluate_model, evaluate_scripted,
                                 load_questions, render_report)
@@ -109,7 +110,7 @@ def main(argv=None) -> int:
             model_label = "scripted runs, NOT model output (eval/scripted_runs.py)"
             runs = {f"scripted {r}": evaluate_scripted(questions, repo, set_name, r, **options) for r in args.runs}
     except NotImplementedError as exc:
-        milestone, _, detail = llm.first_not_done(str(exc)).partition(":")
+        milestone, _, detail = cli.first_not_done(str(exc)).partition(":")
         print(f"{milestone.strip()} is not done yet: {detail.strip().rstrip('.')}. evaluate.py runs your "
               "copilot, so finish M1-M5 first (python -m pytest shows where you are), or add --reference.",
               file=sys.stderr)
@@ -134,4 +135,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(llm.run_main(main))
+    sys.exit(cli.run_main(main))

@@ -17,7 +17,6 @@ Imports config and agent_loop (for bounded_reply), never copilot.
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
 import time
@@ -25,6 +24,7 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
 import config
+from cli import NotDoneYet
 
 MAX_ANSWER_TOKENS = 1_024       # per model call; Anthropic requires a value and defaults huge
 REQUEST_TIMEOUT = 60            # seconds for one model call
@@ -59,51 +59,6 @@ class Usage:
         cost = _cost_of(response)
         if cost is not None:
             self.cost_usd = (self.cost_usd or 0.0) + cost
-
-
-class NotDoneYet(NotImplementedError):
-    """A learner-owned function still raises NotImplementedError; the message starts with "M<n>:"."""
-
-
-def run_main(main) -> int:
-    """Run a command-line ``main()``: a reader that closes the pipe early (``| head -3``) ends it
-    quietly, as it ends any Unix tool, instead of with a BrokenPipeError."""
-    try:
-        code = main()
-        sys.stdout.flush()
-        return code
-    except BrokenPipeError:
-        devnull = os.open(os.devnull, os.O_WRONLY)
-        os.dup2(devnull, sys.stdout.fileno())  # so the interpreter's own flush at exit cannot fail again
-        return 141  # 128 + SIGPIPE: what a shell reports for a tool stopped by a closed pipe
-
-
-def first_not_done(raised: str) -> str:
-    """The stub message of the EARLIEST milestone whose function is still a stub, which may come
-    before the one that raised (run_agent, M4, is called first, but M1-M3 may not be done either)."""
-    import ast
-    import inspect
-    import textwrap
-
-    from harness.milestones import MILESTONES  # the course, in order (lazy: only on this error)
-
-    for milestone in MILESTONES:
-        if raised.startswith(f"{milestone.id}:"):
-            return raised
-        for qualified in milestone.functions:
-            module, name = qualified.split(".")
-            fn = getattr(sys.modules.get(module), name, None)
-            try:
-                body = ast.parse(textwrap.dedent(inspect.getsource(fn))).body[0].body
-            except (TypeError, OSError, SyntaxError, IndexError, AttributeError):
-                continue
-            body = body[1:] if body and isinstance(body[0], ast.Expr) else body  # the docstring
-            if len(body) == 1 and isinstance(body[0], ast.Raise) and "NotImplementedError" in ast.dump(body[0]):
-                try:
-                    return ast.literal_eval(body[0].exc.args[0])
-                except (AttributeError, IndexError, ValueError):
-                    return f"{milestone.id}: {qualified} is not implemented yet"
-    return raised
 
 
 class MalformedToolCall(Exception):

@@ -14,7 +14,7 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import llm  # imports config only; the lab modules are imported after --reference picks them
+import cli
 from harness.meter import HARNESS_MAX_CALLS, HARNESS_MAX_TOKENS, HarnessCeiling, Meter, canonical
 from harness.strict_provider import ProviderRejected
 
@@ -186,7 +186,7 @@ def evaluate_question(q: Question, repo, model, *, run: str, usage=None, failure
         result = copilot.run(q.question, repo, complete=meter, max_steps=max_steps, top_k=top_k,
                              use_context=use_context, cache_dir=cache_dir)
         ended = result.termination
-    except llm.NotDoneYet as exc:  # copilot turns the stub's NotImplementedError into this
+    except cli.NotDoneYet as exc:  # copilot turns the stub's NotImplementedError into this
         raise NotImplementedError(str(exc)) from None
     except HarnessCeiling as stop:
         ended = f"harness ceiling ({stop})"

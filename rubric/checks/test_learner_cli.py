@@ -45,10 +45,10 @@ def test_the_first_milestone_not_done_is_named_not_the_first_one_called(monkeypa
         module = importlib.util.module_from_spec(spec)
         monkeypatch.setitem(sys.modules, name, module)
         spec.loader.exec_module(module)
-    llm = importlib.import_module("llm")
-    said = llm.first_not_done("M4: agent_loop.run_agent is not implemented yet")
+    cli = importlib.import_module("cli")
+    said = cli.first_not_done("M4: agent_loop.run_agent is not implemented yet")
     assert said.startswith("M1: tools.safe_resolve"), said
-    assert llm.first_not_done("S2: stretch.plan_edit is not implemented yet").startswith("M1:")
+    assert cli.first_not_done("S2: stretch.plan_edit is not implemented yet").startswith("M1:")
 
 
 def _script(tmp: Path, *args):
