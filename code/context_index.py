@@ -370,11 +370,12 @@ def _unchanged(root, files, listing, hashes, racy: int) -> bool:
     """Same files, same sizes; a file whose time changed (or is racy) is re-hashed: touched is not changed."""
     if len(files) != len(listing):
         return False
-    for (rel, size, mtime), (path, now_rel, now_size, now_mtime) in zip(files, listing):
-        if rel != now_rel or size != now_size:
-            return False
-        if (mtime != now_mtime or mtime >= racy) and content_hash(_read_once(root, rel)) != hashes.get(rel, content_hash(None)):
-            return False
+    with TreeReader(root) as tree:  # after a checkout, many files have new times: one reader for all
+        for (rel, size, mtime), (path, now_rel, now_size, now_mtime) in zip(files, listing):
+            if rel != now_rel or size != now_size:
+                return False
+            if (mtime != now_mtime or mtime >= racy) and content_hash(read_bytes(tree, rel)) != hashes.get(rel, content_hash(None)):
+                return False
     return True
 
 
