@@ -109,6 +109,8 @@ def test_stubs_are_missing_across_the_code_criteria_and_not_started_on_the_board
     assert set(levels(r).values()) == {"Missing"}, levels(r)
     assert r["board"]["M1"].startswith("not started") and r["board"]["M4"].startswith("not started")
     assert "the instructor reads the evidence and decides" in folder["md"]["bob_stub"]
+    # A stub's repeated message ("the same message as ... above") is a stub too, not a first failure.
+    assert "first M1 failure" not in folder["md"]["bob_stub"] and "same message" not in folder["md"]["bob_stub"]
 
 
 def test_tests_edited_to_pass_are_flagged_and_change_nothing(folder):

@@ -7,6 +7,7 @@ had to be killed, from the grader's own per-test log (grading/pytest_timer.py).
 from __future__ import annotations
 
 import json
+import re
 import sys
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field
@@ -94,10 +95,10 @@ def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, limits: tupl
     ran = runner.run(args, cwd=lab, env=env, timeout=PYTEST_TIMEOUT, memory_mb=memory_mb)
     board = Board(ran=ran)
     if xml.exists():
-        board.tests = _from_junit(xml)
+        board.tests = _resolve_repeats(_from_junit(xml))
     else:
         board.source = "log" if log.exists() else "none"
-        board.tests = _from_log(log) if log.exists() else []
+        board.tests = _resolve_repeats(_from_log(log)) if log.exists() else []
     errors = [t for t in board.tests if t.milestone is None and t.outcome == "failed"]
     if errors:
         board.collection_error = errors[0].message[:1500]
@@ -115,6 +116,21 @@ def _test(nodeid: str, outcome: str, message: str) -> Test:
     timeout = "GRADER TIMEOUT" in message
     not_done = outcome == "failed" and ("NOT DONE YET" in message or "NotImplementedError" in message)
     return Test(nodeid, _milestone(nodeid), "timeout" if timeout else outcome, message[:1500], not_done)
+
+
+REPEATED = re.compile(r"\(the same message as (.+?) above\)")
+
+
+def _resolve_repeats(tests: list) -> list:
+    """The lab's plugin prints a repeated message once, then "(the same message as X above)" for
+    the next tests: give those X's message, so they are judged as X is (not started, failed)."""
+    by_name = {t.name: t for t in tests}
+    for t in tests:
+        said = REPEATED.match(t.message)
+        first = by_name.get(said.group(1)) if said else None
+        if first is not None and first is not t:
+            t.message, t.not_done = first.message, first.not_done
+    return tests
 
 
 def _from_junit(path: Path) -> list:
