@@ -58,7 +58,7 @@ def breaks(lab: Path, home: Path, memory_mb: int) -> tuple[CliRun, CliRun]:
                        sim, parse_blocks(sim.stdout))
     if not simulated.ok or len(simulated.blocks) < 5:
         why = simulated.problem() or "some scenarios missing"
-        simulated = reference_breaks(lab, home, memory_mb, f"the breaks could not be applied to the learner's code: {why[:200]}")
+        simulated = reference_breaks(lab, home, memory_mb, f"the breaks could not be applied to the learner's code: {why}")
     return defences, simulated
 
 
