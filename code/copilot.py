@@ -19,7 +19,7 @@ This file is only the wiring. Read it top to bottom: the data flows one way, eac
     citations.check_citations()       every path:line the answer cites, checked against the run
     report.print_report() / --json    answer, citations, one summary line   (report.py)
 
-Exit codes: 0 answered; 1 stopped without an answer (max steps); 2 could not run (no provider,
+Exit codes: 0 answered; 1 stopped without an answer (max steps, or an empty reply); 2 could not run (no provider,
 bad repository path, authentication, provider unreachable, refused, rate limited or overloaded
 after retries, your code not done yet). `--check` exits 0 when the setup works, else 2.
 A structured answer (--structured) that still fails validation after one retry also exits 1.
@@ -179,7 +179,11 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
                 cited = citations.check_citations(answer, root, messages, snippets)
     except NotImplementedError as exc:  # a learner-owned function (M1-M4, S1-S3) is still a stub
         raise cli.NotDoneYet(cli.first_not_done(str(exc))) from None
-    termination = "max_steps" if capped else "invalid_answer" if final and not final.accepted else "answered"
+    # A reply with no text and no tool call ends the loop too, but it is not an answer: a reasoning
+    # model that spent its token cap thinking, a safety filter, a provider's hiccup.
+    empty = not capped and final is None and not (isinstance(answer, str) and answer.strip())
+    termination = ("max_steps" if capped else "empty_answer" if empty else
+                   "invalid_answer" if final and not final.accepted else "answered")
     return report.Result(
         question=question, repo=str(root), model=getattr(settings, "model", None) or "scripted",
         answer=answer, termination=termination, messages=messages, snippets=snippets,

@@ -51,8 +51,10 @@ class Usage:
     cost_usd: float | None = None
     model_seconds: float = 0.0      # waiting for the provider (retries included)
     startup_seconds: float = 0.0    # importing LiteLLM on the first call: start-up, not the model
+    finish_reason: str | None = None  # the last reply's: "stop", "length", "content_filter (SAFETY)"...
 
     def record(self, response) -> None:
+        self.finish_reason = finish_reason_of(response)
         usage = getattr(response, "usage", None)
         self.prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
         self.completion_tokens += getattr(usage, "completion_tokens", 0) or 0
@@ -80,6 +82,18 @@ def native_finish(response) -> str | None:
         return (response.choices[0].provider_specific_fields or {}).get("native_finish_reason")
     except (AttributeError, IndexError, TypeError):
         return None
+
+
+def finish_reason_of(response) -> str | None:
+    """LiteLLM's finish reason, with the provider's own beside it when that says more."""
+    try:
+        said = response.choices[0].finish_reason
+    except (AttributeError, IndexError, TypeError):
+        said = None
+    native = native_finish(response)
+    if isinstance(native, str) and native.lower() != str(said).lower():
+        return f"{said} ({native})"
+    return said if isinstance(said, str) else None
 
 
 def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_base=None, sleep=None):

@@ -61,7 +61,7 @@ class Result:
     repo: str
     model: str
     answer: str
-    termination: str                     # "answered", "max_steps" or "invalid_answer" (--structured)
+    termination: str                     # "answered", "max_steps", "empty_answer" or "invalid_answer" (--structured)
     messages: list = field(default_factory=list)
     snippets: list = field(default_factory=list)
     citations: list = field(default_factory=list)
@@ -141,7 +141,12 @@ def print_report(result: Result, trace: bool = False, out=None) -> None:
             print(format_trace(steps), end="\n\n", file=out)
         else:
             print(f"copilot: {terminal_safe(note)}", file=sys.stderr)
-    print(result.answer, file=out)
+    if result.termination == "empty_answer":
+        print(f"(no answer: {empty_reply_reason(result.usage.finish_reason)})", file=out)
+    else:
+        print(result.answer, file=out)
+        if result.termination == "answered" and str(result.usage.finish_reason).startswith("length"):
+            print(f"\n(the reply reached the {llm.MAX_ANSWER_TOKENS:,}-token cap of one model call: it may be cut off)", file=out)
     if result.structured is not None:
         print_structured(result.structured, out)
     if result.citations:
@@ -157,10 +162,23 @@ def print_report(result: Result, trace: bool = False, out=None) -> None:
     print("\n" + summary_line(result), file=out)
 
 
+def empty_reply_reason(finish_reason: str | None) -> str:
+    """Why a model's reply had neither text nor a tool call, from its finish reason."""
+    said = f"finish reason {finish_reason}" if finish_reason else "no finish reason reported"
+    if str(finish_reason).startswith("length"):
+        return (f"the model reached the {llm.MAX_ANSWER_TOKENS:,}-token cap of one reply before writing "
+                f"any text ({said}); reasoning models can spend it all thinking: ask a narrower question "
+                "or choose another model")
+    if str(finish_reason).startswith("content_filter"):
+        return f"the provider withheld the reply ({said}): rephrase the question or choose another model"
+    return f"the model ended its turn with no text and no tool call ({said}): ask again or choose another model"
+
+
 def summary_line(result: Result) -> str:
     u = result.usage
     cost = f"${u.cost_usd:.4f}" if u.cost_usd is not None else "cost unknown"
-    ended = {"answered": "answered", "invalid_answer": "stopped: the structured answer failed validation"}.get(
+    ended = {"answered": "answered", "invalid_answer": "stopped: the structured answer failed validation",
+             "empty_answer": "stopped: the model's last reply was empty"}.get(
         result.termination, f"stopped: {agent_loop.MAX_STEPS_REACHED}")
     took = f"{result.wall_seconds:.1f} s"
     if u.model_seconds or u.startup_seconds:  # a real model: what the provider took, apart from start-up

@@ -39,6 +39,13 @@ def tool_reply(*calls, content=None) -> dict:
     return {"content": content, "tool_calls": [{"name": n, "arguments": a} for n, a in calls]}
 
 
+def ended_reply(finish: str, content: str = "") -> dict:
+    """A reply that ends for the given reason, in the provider's own words ("length" here,
+    "max_tokens" or "refusal" for AnthropicFake, "SAFETY" or "MAX_TOKENS" for GeminiFake), with
+    ``content`` as its text (none by default: what a filtered or cut-off reply often carries)."""
+    return {"content": content, "finish": finish}
+
+
 def error_reply(status: int, message: str, kind: str = "invalid_request_error", headers=None, **fields) -> dict:
     """An HTTP error in OpenAI's format (401 authentication, 429 rate limit, 500 ...).
 
@@ -174,7 +181,7 @@ def chat_completion(body: dict, reply: dict, n: int) -> dict:
         "id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
         "model": body.get("model", "fake"), "service_tier": "default", "system_fingerprint": None,
         "choices": [{"index": 0, "message": message, "logprobs": None,
-                     "finish_reason": "tool_calls" if calls else "stop"}],
+                     "finish_reason": reply.get("finish") or ("tool_calls" if calls else "stop")}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},
     }
 

@@ -259,7 +259,8 @@ class AnthropicFake(NativeFake):
                             "input": _arguments_object(call["arguments"])})
         prompt = len(json.dumps(body.get("messages", []))) // 4
         return {"id": f"msg_fake_{n}", "type": "message", "role": "assistant", "model": body.get("model"),
-                "content": content, "stop_reason": "tool_use" if calls else "end_turn", "stop_sequence": None,
+                "content": content, "stop_reason": reply.get("finish") or ("tool_use" if calls else "end_turn"),
+                "stop_sequence": None,
                 "usage": {"input_tokens": prompt, "output_tokens": len(json.dumps(content)) // 4}}
 
     def error(self, status, message, headers=None, fields=None):
@@ -384,7 +385,10 @@ class GeminiFake(NativeFake):
             parts.append({"functionCall": {"name": call["name"], "args": _arguments_object(call["arguments"])}})
         prompt = len(json.dumps(body.get("contents", []))) // 4
         completion = len(json.dumps(parts)) // 4
-        return {"candidates": [{"content": {"parts": parts, "role": "model"}, "finishReason": "STOP", "index": 0}],
+        candidate = {"content": {"parts": parts, "role": "model"}, "finishReason": reply.get("finish") or "STOP", "index": 0}
+        if not parts:  # a blocked or cut-off candidate carries no content at all
+            del candidate["content"]
+        return {"candidates": [candidate],
                 "usageMetadata": {"promptTokenCount": prompt, "candidatesTokenCount": completion,
                                   "totalTokenCount": prompt + completion},
                 "modelVersion": "fake", "responseId": f"fake-{n}"}
@@ -452,7 +456,7 @@ class OllamaFake(NativeFake):
             message["tool_calls"] = [{"function": {"name": c["name"], "arguments": _arguments_object(c["arguments"])}}
                                      for c in reply["tool_calls"]]
         return {"model": body.get("model"), "created_at": "2025-01-01T00:00:00Z", "message": message,
-                "done_reason": "stop", "done": True, "total_duration": 1_000_000, "load_duration": 1_000,
+                "done_reason": reply.get("finish") or "stop", "done": True, "total_duration": 1_000_000, "load_duration": 1_000,
                 "prompt_eval_count": len(json.dumps(body.get("messages", []))) // 4, "prompt_eval_duration": 1_000,
                 "eval_count": len(json.dumps(message)) // 4, "eval_duration": 1_000}
 

@@ -18,7 +18,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from harness.fake_server import FakeServer, error_reply, text_reply, tool_reply, tool_use_failed_reply
+from harness.fake_server import FakeServer, ended_reply, error_reply, text_reply, tool_reply, tool_use_failed_reply
 from harness.native_fakes import (GEMINI_CALL_PLACEMENT, GEMINI_EMPTY_TEXT, GEMINI_RESPONSE_COUNT,
                                   OLLAMA_STRING_ARGUMENTS, AnthropicFake, GeminiFake, OllamaFake,
                                   malformed_call_reply)
@@ -456,6 +456,34 @@ def test_structured_answer_through_each_provider(finished, tmp_path, provider):
     assert getattr(server, "rejections", []) == []
     assert result.structured.accepted and result.structured.forced is (provider != "ollama"), result.structured
     assert FORCED[provider](server.chat_requests[2])
+
+
+# Each provider's own words for a reply cut at the token cap, and for one it withheld.
+CUT_OFF = {"anthropic": "max_tokens", "gemini": "MAX_TOKENS", "ollama": "length", "groq": "length"}
+WITHHELD = {"anthropic": "refusal", "gemini": "SAFETY", "groq": "content_filter"}
+
+
+@pytest.mark.parametrize("provider", ["anthropic", "gemini", "ollama", "groq"])
+def test_an_empty_reply_is_not_an_answer(finished, tmp_path, capsys, monkeypatch, provider):
+    # A reasoning model that spent the cap thinking, or a filter: no text, no tool call. Exit 1, not 0.
+    fake, _ = ALL[provider]
+    with fake([tool_reply(("read_file", {"path": "shop/service.py"})), ended_reply(CUT_OFF[provider])]) as server:
+        code, out, err = main_lines(finished, capsys, monkeypatch, env_for(provider, server, tmp_path), [QUESTION])
+    assert code == 1 and "(no answer: the model reached the 1,024-token cap" in out, (out, err)
+    assert "stopped: the model's last reply was empty]" in out and "Citations: none" not in out
+    if provider in WITHHELD:
+        with fake([ended_reply(WITHHELD[provider])]) as server:
+            code, out, err = main_lines(finished, capsys, monkeypatch, env_for(provider, server, tmp_path),
+                                        [QUESTION, "--json"])
+        document = json.loads(out)
+        assert code == 1 and document["termination"] == "empty_answer" and document["exit_code"] == 1, document
+        assert document["usage"]["finish_reason"].startswith("content_filter"), document["usage"]
+
+
+def test_a_cut_off_answer_is_printed_with_a_note(finished, tmp_path, capsys, monkeypatch):
+    with FakeServer([ended_reply("length", content="subtotal reads item.cost (shop/service.py:9), and")]) as server:
+        code, out, _ = main_lines(finished, capsys, monkeypatch, env_for("groq", server, tmp_path), [QUESTION])
+    assert code == 0 and "may be cut off" in out and "subtotal reads item.cost" in out, out
 
 
 def test_a_local_openai_compatible_server_gets_empty_content_not_none(finished, tmp_path):
