@@ -26,7 +26,8 @@ from email.utils import parsedate_to_datetime
 import config
 from cli import NotDoneYet
 
-MAX_ANSWER_TOKENS = 1_024       # per model call; Anthropic requires a value and defaults huge
+MAX_ANSWER_TOKENS = 4_096       # per model call (Anthropic requires a value). Reasoning models, the default
+                                # gpt-oss among them, spend part of it thinking: a small cap returns empty replies
 REQUEST_TIMEOUT = 60            # seconds for one model call
 RETRIES = 2                     # a rate limit or an overload: retried this often, then one clear line
 FIRST_WAIT = 4.0                # seconds before the first retry when the provider names no wait; doubles

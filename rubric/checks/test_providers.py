@@ -469,7 +469,8 @@ def test_an_empty_reply_is_not_an_answer(finished, tmp_path, capsys, monkeypatch
     fake, _ = ALL[provider]
     with fake([tool_reply(("read_file", {"path": "shop/service.py"})), ended_reply(CUT_OFF[provider])]) as server:
         code, out, err = main_lines(finished, capsys, monkeypatch, env_for(provider, server, tmp_path), [QUESTION])
-    assert code == 1 and "(no answer: the model reached the 1,024-token cap" in out, (out, err)
+    cap = f"{finished.llm.MAX_ANSWER_TOKENS:,}-token cap"
+    assert code == 1 and f"(no answer: the model reached the {cap}" in out, (out, err)
     assert "stopped: the model's last reply was empty]" in out and "Citations: none" not in out
     if provider in WITHHELD:
         with fake([ended_reply(WITHHELD[provider])]) as server:
