@@ -186,6 +186,18 @@ def test_learner_code_gets_no_keys_and_a_dead_proxy(monkeypatch, tmp_path):
     assert env["LITELLM_LOCAL_MODEL_COST_MAP"] == "True" and env["HTTPS_PROXY"].startswith("http://127.0.0.1")
 
 
+@pytest.mark.skipif(not (runner.POSIX and os.path.isdir("/proc")), reason="processes are counted in /proc (Linux)")
+def test_learner_code_runs_under_memory_file_and_process_ceilings(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text("import resource\nfor name in ('RLIMIT_AS', 'RLIMIT_FSIZE', 'RLIMIT_NPROC'):\n"
+                     "    print(resource.getrlimit(getattr(resource, name))[0])\n")
+    ran = runner.run([probe], cwd=tmp_path, env=runner.child_env(tmp_path), timeout=30, memory_mb=512)
+    memory, file_size, processes = map(int, ran.stdout.split())
+    assert memory == 512 << 20 and file_size == runner.MAX_FILE_BYTES, ran.stdout
+    tasks = sum(runner._tasks(pid) for pid in os.listdir("/proc") if pid.isdigit())
+    assert 0 < processes <= tasks + runner.SPARE_PROCESSES, ran.stdout  # a fork bomb stops there
+
+
 def symlink(link: Path, target: Path) -> None:
     try:
         os.symlink(target, link)

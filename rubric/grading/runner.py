@@ -1,7 +1,8 @@
 """Run learner code in a child process that cannot hang the grader, eat the machine or reach a key.
 
 POSIX: a new session (so the whole process group is killed on timeout), RLIMIT_AS as a memory
-ceiling, RLIMIT_FSIZE against a disk-filling loop. Windows: the timeout only (no rlimits there).
+ceiling, RLIMIT_FSIZE against a disk-filling loop, and on Linux RLIMIT_NPROC against a fork bomb
+(the user's processes now plus SPARE_PROCESSES; root is not bound by it). Windows: the timeout only.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ POSIX = os.name == "posix"
 DEFAULT_MEMORY_MB = 1536          # pytest + litellm needs < 1 GiB of address space
 MAX_FILE_BYTES = 256 << 20        # no single file written by learner code may exceed this
 OUTPUT_LIMIT = 200_000            # characters of stdout/stderr kept
+SPARE_PROCESSES = 256             # processes learner code may add (pytest's own subprocess tests need a few)
 
 # Any of these reaching learner code could spend an instructor's money: never passed on.
 KEY_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
@@ -70,12 +72,48 @@ def child_env(home: Path, **extra: str) -> dict[str, str]:
 
 
 def _limits(memory_mb: int):
+    processes = _process_ceiling()  # counted here, in the grader: the child must not read /proc
+
     def apply():  # runs in the child, before exec
         import resource
         ceiling = memory_mb << 20
         resource.setrlimit(resource.RLIMIT_AS, (ceiling, ceiling))
         resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
+        if processes is not None:
+            resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
     return apply
+
+
+def _process_ceiling() -> int | None:
+    """RLIMIT_NPROC counts every task (process or thread) of the user, whoever started it: the
+    ones running now plus SPARE_PROCESSES, within the hard limit. None where they cannot be
+    counted (no /proc), so nothing is limited that a count would not justify."""
+    import resource
+
+    if not hasattr(resource, "RLIMIT_NPROC") or not os.path.isdir("/proc"):
+        return None
+    uid = os.getuid()
+    try:
+        mine = sum(_tasks(pid) for pid in os.listdir("/proc") if pid.isdigit() and _owner(pid) == uid)
+    except OSError:
+        return None
+    soft, hard = resource.getrlimit(resource.RLIMIT_NPROC)
+    wanted = mine + SPARE_PROCESSES
+    return wanted if hard == resource.RLIM_INFINITY or wanted <= hard else None
+
+
+def _owner(pid: str) -> int | None:
+    try:
+        return os.stat(f"/proc/{pid}").st_uid
+    except OSError:  # gone since the listing
+        return None
+
+
+def _tasks(pid: str) -> int:
+    try:
+        return len(os.listdir(f"/proc/{pid}/task"))  # its threads, itself included
+    except OSError:
+        return 1
 
 
 def run(args, cwd, env, timeout: float, memory_mb: int = DEFAULT_MEMORY_MB) -> Ran:
