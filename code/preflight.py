@@ -82,16 +82,22 @@ def _check(findings, out, model, api_base, env, sleep, env_file, json_output) ->
         say("ok", "base URL: the provider's own (COPILOT_API_BASE is not set)")
     for problem in config.base_url_problems(settings.model, settings.api_base):
         say("warn", problem)
-    complete = llm.make_complete(settings, sleep=sleep)
+    usage = llm.Usage()
+    complete = llm.make_complete(settings, usage, sleep=sleep)
     import litellm  # noqa: F401  (imported now, so the time below is the model's, not the import's)
 
     started = time.perf_counter()
     try:
-        complete(HELLO, TOOL_SCHEMAS)
+        reply = complete(HELLO, TOOL_SCHEMAS)
     except Exception as exc:  # every failure is one finding, never a traceback
         say("FAIL", f"answer: {llm.describe_error(exc, settings, suggest_check=False)}")
         return 2
-    say("ok", f"answer: the model answered ({time.perf_counter() - started:.1f} s)")
+    if str(getattr(reply, "content", "") or "").strip() or getattr(reply, "tool_calls", None):
+        say("ok", f"answer: the model answered ({time.perf_counter() - started:.1f} s)")
+    else:  # it works, but a run would end without an answer this way (report.empty_reply_reason)
+        reason = usage.finish_reason or "none reported"
+        say("warn", f"answer: the model replied with no text (finish reason {reason}); a run that ends like this "
+                    "has no answer (exit 1)")
     try:
         message = complete(NEEDS_TOOL, TOOL_SCHEMAS, tool_choice="required")
     except Exception as exc:

@@ -731,3 +731,10 @@ def test_check_with_json_prints_one_document_and_nothing_else(finished, tmp_path
     assert document["ready"] is False and document["exit_code"] == 2
     assert [f["level"] for f in document["findings"]][-1] == "FAIL"
     assert document["findings"][-1]["text"].startswith("tool call: the model answered in text")
+
+
+def test_check_warns_when_the_model_replies_with_no_text(finished, tmp_path):
+    with FakeServer([ended_reply("length"), tool_reply(("list_directory", {"path": "."}))]) as server:
+        code, lines = check_lines(finished, env_for("groq", server, tmp_path))
+    assert code == 0 and any(line.startswith("warn  answer: the model replied with no text (finish reason length)")
+                             for line in lines), lines
