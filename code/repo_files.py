@@ -256,9 +256,8 @@ def _os_refusal(shown: str, exc: OSError) -> ToolError:
     return ToolError(f"cannot open {shown!r}: {exc.strerror or exc}")
 
 
-def _check_opened(fd: int, shown: str, want_dir: bool) -> None:
-    """Refuse what is not a plain file (or folder): judged on the OPEN descriptor, so nothing can swap it."""
-    st = os.fstat(fd)
+def _refuse_kind(st, shown: str, want_dir: bool) -> None:
+    """The file-kind rule: a folder when one is wanted, else a regular file (never a FIFO or device)."""
     if want_dir:
         if not stat.S_ISDIR(st.st_mode):
             raise ToolError(f"{shown!r} is a file, not a directory; use read_file to read it")
@@ -267,7 +266,13 @@ def _check_opened(fd: int, shown: str, want_dir: bool) -> None:
         raise ToolError(f"{shown!r} is a directory; use list_directory to see what is inside")
     if not stat.S_ISREG(st.st_mode):
         raise ToolError(f"{shown!r} is not a regular file (a pipe, socket or device); it cannot be read")
-    if st.st_nlink > 1:
+
+
+def _check_opened(fd: int, shown: str, want_dir: bool) -> None:
+    """Refuse what is not a plain file (or folder): judged on the OPEN descriptor, so nothing can swap it."""
+    st = os.fstat(fd)
+    _refuse_kind(st, shown, want_dir)
+    if not want_dir and st.st_nlink > 1:
         raise ToolError(f"{shown!r} has {st.st_nlink} hard links; the sandbox refuses hard-linked files, "
                         "which can be a secret under another name")
 
@@ -374,21 +379,17 @@ class TreeReader:
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         if stat.S_ISLNK(st.st_mode):
             raise OSError(errno.ELOOP, "symlink")
-        if want_dir:
-            if not stat.S_ISDIR(st.st_mode):
-                if last:
-                    raise ToolError(f"{shown!r} is a file, not a directory; use read_file to read it")
-                raise OSError(errno.ENOTDIR, "not a directory")
-            child = os.open(name, _READ_FLAGS | _NOFOLLOW | _DIRECTORY, dir_fd=fd)
-            if self.judge and any(_exists_at(marker, child) for marker in VIRTUALENV_MARKERS):
-                os.close(child)
-                raise ToolError(_excluded_message(repr(shown)))
-            return child
-        if stat.S_ISDIR(st.st_mode):
-            raise ToolError(f"{shown!r} is a directory; use list_directory to see what is inside")
-        if not stat.S_ISREG(st.st_mode):
-            raise ToolError(f"{shown!r} is not a regular file (a pipe, socket or device); it cannot be read")
-        return os.open(name, _READ_FLAGS | _NOFOLLOW, dir_fd=fd)
+        if last:
+            _refuse_kind(st, shown, want_dir)
+        elif not stat.S_ISDIR(st.st_mode):
+            raise OSError(errno.ENOTDIR, "not a directory")
+        if not want_dir:
+            return os.open(name, _READ_FLAGS | _NOFOLLOW, dir_fd=fd)
+        child = os.open(name, _READ_FLAGS | _NOFOLLOW | _DIRECTORY, dir_fd=fd)
+        if self.judge and any(_exists_at(marker, child) for marker in VIRTUALENV_MARKERS):
+            os.close(child)
+            raise ToolError(_excluded_message(repr(shown)))
+        return child
 
 
 def _exists_at(name: str, dir_fd: int) -> bool:
