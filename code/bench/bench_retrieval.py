@@ -154,8 +154,11 @@ def load_questions(name: str) -> list[dict]:
 
 
 def extract(name: str, into: Path) -> Path:
-    with tarfile.open(CORPUS / ARCHIVES[name]) as tar:
-        tar.extractall(into, filter="data")
+    """The repository's tree under ``into``, extracted from the corpus unless it is there already."""
+    if not into.is_dir():
+        into.mkdir(parents=True)
+        with tarfile.open(CORPUS / ARCHIVES[name]) as tar:
+            tar.extractall(into, filter="data")
     return next(p for p in into.iterdir() if p.is_dir() and p.name.lower().startswith(name))
 
 
@@ -269,11 +272,7 @@ def main() -> int:
         tmp = Path(args.cache).expanduser() if args.cache else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         roots = {}
         for repo in dict.fromkeys(q["repo"] for q in questions):
-            where = tmp / "trees" / repo
-            if not where.is_dir():
-                where.mkdir(parents=True)
-                extract(repo, where)
-            roots[repo] = next(p for p in where.iterdir() if p.is_dir() and p.name.lower().startswith(repo))
+            roots[repo] = extract(repo, tmp / "trees" / repo)
         if args.check:
             return check(questions, roots)
         ranks = rank_all(questions, roots, ABLATIONS if args.ablate else {}, embed, tmp / "vectors")
