@@ -29,6 +29,7 @@ from harness import progress
 
 MILESTONE_KEY = pytest.StashKey[Milestone]()
 NOT_DONE_PREFIX = "NOT DONE YET"
+REPEATED_MESSAGE = "(the same message as {} above)"  # rubric/grading/board.py reads both back
 CACHE_KEY = "lesson06/current"
 CHECKS_DIR = REPO_ROOT / "rubric" / "checks"
 # The learner's modules, in import order; stretch.py is only needed by S1-S3.
@@ -322,7 +323,7 @@ def pytest_runtest_makereport(item, call):
     if report.failed:
         text = str(report.longrepr)
         if text in board.shown:  # the same message again (a syntax error, a renamed function): once is enough
-            report.longrepr = f"(the same message as {board.shown[text]} above)"
+            report.longrepr = REPEATED_MESSAGE.format(board.shown[text])
         elif board.failed[milestone.id]:  # only the first failure of a milestone is shown in full
             report.longrepr = shorten(text, not_done)
         board.shown.setdefault(text, item.name)

@@ -19,6 +19,7 @@ from grading.workspace import LAB_ROOT
 if str(LAB_ROOT / "code") not in sys.path:  # appended: never ahead of an implementation pytest chose
     sys.path.append(str(LAB_ROOT / "code"))
 from harness.milestones import ALL, milestone_of_test_file  # noqa: E402  (the course as data)
+from harness.plugin import NOT_DONE_PREFIX, REPEATED_MESSAGE  # noqa: E402  (the words the board prints)
 
 PYTEST_TIMEOUT = 420        # the whole run; each test has its own, shorter, limit
 
@@ -114,11 +115,11 @@ def _milestone(nodeid: str) -> str | None:
 
 def _test(nodeid: str, outcome: str, message: str) -> Test:
     timeout = "GRADER TIMEOUT" in message
-    not_done = outcome == "failed" and ("NOT DONE YET" in message or "NotImplementedError" in message)
+    not_done = outcome == "failed" and (NOT_DONE_PREFIX in message or "NotImplementedError" in message)
     return Test(nodeid, _milestone(nodeid), "timeout" if timeout else outcome, message[:1500], not_done)
 
 
-REPEATED = re.compile(r"\(the same message as (.+?) above\)")
+REPEATED = re.compile(re.escape(REPEATED_MESSAGE).replace(re.escape("{}"), "(.+?)"))
 
 
 def _resolve_repeats(tests: list) -> list:
