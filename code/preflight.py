@@ -46,26 +46,23 @@ def check(model=None, api_base=None, env=None, out=None, sleep=None, env_file=No
     """
     out = out or sys.stdout
     findings: list[dict] = []
-    try:
-        code = _check(findings, out, model, api_base, env, sleep, env_file, json_output)
-    finally:
-        if json_output:
-            failed = any(f["level"] == "FAIL" for f in findings)
-            print(json.dumps({"ready": not failed, "exit_code": 2 if failed else 0, "findings": findings},
-                             ensure_ascii=False), file=out)
-    return code
-
-
-def _check(findings, out, model, api_base, env, sleep, env_file, json_output) -> int:
-    failed = False
 
     def say(level: str, text: str) -> None:
-        nonlocal failed
-        failed = failed or level == "FAIL"
         findings.append({"level": level, "text": text})
         if not json_output:
             print(f"{level:<5} {text}", file=out)
 
+    try:
+        _check(say, model, api_base, env, sleep, env_file)
+    finally:
+        code = 2 if any(f["level"] == "FAIL" for f in findings) else 0
+        if json_output:
+            print(json.dumps({"ready": code == 0, "exit_code": code, "findings": findings}, ensure_ascii=False), file=out)
+    return code
+
+
+def _check(say, model, api_base, env, sleep, env_file) -> None:
+    """The findings in order, each through ``say(level, text)``; stops at the first FAIL that ends the check."""
     environ = os.environ if env is None else env
     settings_file = str(env_file) if env_file else "code/.env"  # what --env-file named, if anything
     merged = config.read_environment(env_file=env_file) if env is None else env
@@ -73,7 +70,7 @@ def _check(findings, out, model, api_base, env, sleep, env_file, json_output) ->
         settings = config.load_settings(model=model, api_base=api_base, env=merged)
     except config.ConfigError as exc:
         say("FAIL", f"settings: {exc}")
-        return 2
+        return
     say("ok", f"model: {settings.model} ({model_source(model, merged, environ, settings_file)})")
     say(*key_finding(settings, merged, environ, settings_file))
     if settings.api_base:
@@ -91,7 +88,7 @@ def _check(findings, out, model, api_base, env, sleep, env_file, json_output) ->
         reply = complete(HELLO, TOOL_SCHEMAS)
     except Exception as exc:  # every failure is one finding, never a traceback
         say("FAIL", f"answer: {llm.describe_error(exc, settings, suggest_check=False)}")
-        return 2
+        return
     if str(getattr(reply, "content", "") or "").strip() or getattr(reply, "tool_calls", None):
         say("ok", f"answer: the model answered ({time.perf_counter() - started:.1f} s)")
     else:  # it works, but a run would end without an answer this way (report.empty_reply_reason)
@@ -102,9 +99,8 @@ def _check(findings, out, model, api_base, env, sleep, env_file, json_output) ->
         message = complete(NEEDS_TOOL, TOOL_SCHEMAS, tool_choice="required")
     except Exception as exc:
         say("FAIL", f"tool call: {llm.describe_error(exc, settings, suggest_check=False)}")
-        return 2
+        return
     say(*tool_finding(message))
-    return 2 if failed else 0
 
 
 def model_source(model, merged, environ, settings_file: str = "code/.env") -> str:
