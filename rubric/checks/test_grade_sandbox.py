@@ -203,6 +203,13 @@ def test_no_process_of_the_submission_outlives_its_grading(twins):
     assert survivors() == []
 
 
+def test_ci_has_a_working_sandbox():
+    """.ci/run installs bubblewrap and sets GRADE_REQUIRE_SANDBOX=1: there the checks above must run."""
+    if os.environ.get("GRADE_REQUIRE_SANDBOX") != "1":
+        pytest.skip("only required where GRADE_REQUIRE_SANDBOX=1 (CI on Linux)")
+    assert not BWRAP_WHY, f"the sandbox checks would skip: {BWRAP_WHY}"
+
+
 def test_the_same_payload_without_a_sandbox_does_reach_outside(tmp_path):
     """The payload works: run by hand with no sandbox, it writes where the sandbox stopped it."""
     (tmp_path / "victim").mkdir()
@@ -271,7 +278,8 @@ if not _o.path.exists(_flag):
     r = grader.grade(sub, quick=True, sandbox="bubblewrap", memory_mb=512, test_seconds=20)
     assert time.monotonic() - started < 240
     assert "cgroup" in r["limits"] or "rlimits" in r["limits"], r["limits"]
-    assert r["board"]["M1"].split(":")[0] in ("failing", "passing"), r["board"]
+    # the bombs may take the learner's own test session down with them (that is their row's problem)
+    assert r["board"]["M1"].split(":")[0] in ("failing", "passing", "timeout"), r["board"]
     assert not list(Path("/dev/shm").glob(MARKER + "*")), "a file in /dev/shm outlived the run"
     assert survivors() == []
 

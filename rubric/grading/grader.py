@@ -142,8 +142,11 @@ def assemble(submission: Path, ev: dict, stretch: bool, notes) -> dict:
             (ev["defences"].command, ev["defences"].ran.describe()),
             (ev["simulated"].command, ev["simulated"].ran.describe()),
             (ev["evaluation"].command, ev["evaluation"].ran.describe())]
+    ran = [b.ran, ev["battery"].ran, ev["defences"].ran, ev["simulated"].ran, ev["evaluation"].ran]
+    cpu = [r.cpu_seconds for r in ran if r is not None and getattr(r, "cpu_seconds", None) is not None]
     return {
         "sandbox": ev.get("sandbox", "none"), "limits": ev.get("limits", ""), "unreadable": ev.get("unreadable", []),
+        "learner_cpu_seconds": round(sum(cpu), 1) if cpu else None,
         "learner": submission.resolve().name, "submission": str(submission), "lab": lab_version(),
         "criteria": out, "total": sum(c["points"] for c in out), "max_total": sum(c["weight"] for c in out),
         "integrity": integ, "runs": runs, "copy_notes": notes.skipped,

@@ -46,6 +46,7 @@ class Ran:
     timed_out: bool = False
     skipped: str = ""           # not run at all, and why
     limits: str = ""            # the sandbox and the limits that held (sandbox.Box, runner.Child)
+    cpu_seconds: float | None = None   # CPU of the command and all it started, where a cgroup counted it
 
     @property
     def crashed(self) -> bool:  # killed by a signal (negative code), e.g. the memory ceiling
@@ -242,6 +243,7 @@ class Child:
     def finish(self) -> "Ran":
         self.wait()
         oom = self.group.oom_kills() if self.group is not None else 0
+        cpu = self.group.cpu_seconds() if self.group is not None else None
         self.end()
         seconds = time.monotonic() - self.started
         out, err = (_tail(f) for f in self.files)
@@ -253,7 +255,7 @@ class Child:
         if oom:
             err += f"\n[grader] the memory ceiling ({self.memory_mb} MB) killed {oom} process(es)"
         return Ran(self.command, None if self.timed_out else self.proc.returncode, out, err, seconds,
-                   self.timed_out, limits=self.limits)
+                   self.timed_out, limits=self.limits, cpu_seconds=cpu)
 
 
 def _tail(fh) -> str:

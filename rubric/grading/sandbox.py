@@ -196,6 +196,19 @@ class Group:
             raise
         return group
 
+    def cpu_seconds(self) -> float | None:
+        """CPU time used by everything in the group so far (None where it is not counted)."""
+        for p in self.paths:
+            try:
+                if (p / "cpuacct.usage").exists():
+                    return int((p / "cpuacct.usage").read_text()) / 1e9
+                if (p / "cpu.stat").exists():
+                    stat = dict(line.split() for line in (p / "cpu.stat").read_text().splitlines() if " " in line)
+                    return int(stat["usage_usec"]) / 1e6
+            except (OSError, ValueError, KeyError):
+                continue
+        return None
+
     @classmethod
     def _v1(cls, name, memory_mb):
         mem, pids = CGROUP / "memory", CGROUP / "pids"
@@ -212,6 +225,12 @@ class Group:
         except OSError:
             group.remove()
             raise
+        try:  # CPU accounting only: the grader and the benchmark report what each command cost
+            account = CGROUP / "cpuacct" / _own("cpuacct").lstrip("/") / name
+            account.mkdir()
+            group.paths.append(account)
+        except OSError:
+            pass
         return group
 
     def enter(self) -> None:
