@@ -360,7 +360,7 @@ TOOL_FUNCTIONS = {
 
 _JSON_TYPES = {"string": str, "integer": int, "object": dict, "array": list, "boolean": bool}
 
-# agent_loop.bounded_reply puts this key in the arguments of a call it will not run (too many
+# llm.bounded_reply puts this key in the arguments of a call it will not run (too many
 # calls in one turn, arguments too long): check_arguments then returns its text as the problem.
 NOT_RUN_KEY = "_not_run"
 
