@@ -156,7 +156,8 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
         embed = context_selector.LiteLLMEmbedder.from_settings(settings)  # None without EMBEDDING_MODEL
     if cache_dir is None:
         cache_dir = settings.cache_dir if settings is not None else config.default_cache_dir()
-    snippets = context_selector.select_context(question, root, k=top_k, embed=embed, cache_dir=cache_dir) if use_context else []
+    snippets = context_selector.select_context(question, root, k=top_k, embed=embed, cache_dir=cache_dir,
+                                               exclude=context_selector.lab_data(root)) if use_context else []
     messages = build_messages(question, snippets, edits=edits is not None)
     steps = agent_loop.DEFAULT_MAX_STEPS if max_steps is None else max_steps
     model = llm.counting(complete, usage)
@@ -247,7 +248,8 @@ def context_only(args, root: Path) -> int:
     """--context-only: the snippets the model would get, with no model and no key."""
     settings = config.load_settings(need_model=False, env_file=args.env_file)
     embed = context_selector.LiteLLMEmbedder.from_settings(settings)
-    snippets = context_selector.select_context(args.question, root, k=args.top_k, embed=embed, cache_dir=settings.cache_dir)
+    snippets = context_selector.select_context(args.question, root, k=args.top_k, embed=embed, cache_dir=settings.cache_dir,
+                                               exclude=context_selector.lab_data(root))
     if args.json:
         print(json.dumps({"question": args.question, "repo": str(root),
                           "context": [asdict(s) for s in snippets]}, ensure_ascii=False))
