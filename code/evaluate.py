@@ -26,7 +26,7 @@ Components, per question (never blended into one number):
 The lab set asks about code/ itself, and code/ holds eval/: the question file repeats each question
 word for word, and the scripted runs hold invented answers. That would be a leak between a test set
 and the corpus it is asked about, so copilot.run never injects the lab's own test data
-(context_selector.lab_data); the tools can still read it, and a `read` of eval/ shows in the table.
+(context_selector.lab_data); the model can still read it through the tools.
 
 Question sets are JSONL, one object per line: id, question, relevant_files, expected_symbols,
 expected_citation ("path", "path:line" or "path:start-end"), and optionally root_cause_terms.
