@@ -202,8 +202,8 @@ read_file, list_directory and search_code; paths are relative to the repository 
 Rules:
 1. Read before you answer. Base every claim on code you saw in this conversation (the injected \
 context or a tool result). If you have not seen it, look it up; do not guess.
-2. Cite your evidence as path:line or path:start-end (for example shop/models.py:10), using the \
-line numbers the tools and the context show.
+2. Cite your evidence as path:line or path:start-end, with the paths and line numbers the tools \
+and the context show.
 3. If what you found is not enough, say which evidence is missing instead of guessing.
 4. Before each tool call, write one sentence, your Thought: what you are looking for and why.
 5. Answer briefly: the answer first, then the citations that support it."""
