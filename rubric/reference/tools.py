@@ -400,9 +400,12 @@ def dispatch_tool(name, args, repo_root) -> str:
         args       the parsed arguments (untrusted: may not even be a dict).
         repo_root  bound by the application; never read from ``args``.
         returns    the tool's text, or a string starting with "Error:" that says what to do
-                   instead, for: an unknown tool, arguments that are not an object, missing,
-                   unexpected or wrongly typed arguments (``check_arguments`` finds these), a
-                   sandbox ValueError, a ToolError, and any other exception inside a tool.
+                   instead, for: an unknown tool (only the names in TOOL_FUNCTIONS are tools;
+                   no other function of this module may be reached), arguments that are not an
+                   object, missing, unexpected or wrongly typed arguments, and a call the
+                   completion wrapper refused to run (``check_arguments`` finds all of these and
+                   says which arguments the tool takes, or why the call was not run), a sandbox
+                   ValueError, a ToolError, and any other exception inside a tool.
 
     Hint: check the name is a str, look it up in TOOL_FUNCTIONS, validate, then call ``fn(repo_root, **args)``
     inside try/except. See lesson/lesson.agent.md, "Section 3: Technical Explanation".
