@@ -73,6 +73,7 @@ def child_env(home: Path, **extra: str) -> dict[str, str]:
     env.update({
         "HOME": str(home), "USERPROFILE": str(home),   # no ~/.netrc, no ~/.config of the instructor
         "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true",
+        "LITELLM_MODE": "PRODUCTION",  # LiteLLM's import would otherwise load a .env found near it or in cwd
         "COPILOT_NO_DOTENV": "1", "COPILOT_CACHE_DIR": str(home / "cache"),
         "PYTHONDONTWRITEBYTECODE": "1", "PYTHONHASHSEED": "0", "PYTHONIOENCODING": "utf-8",
         "HTTP_PROXY": DEAD_PROXY, "HTTPS_PROXY": DEAD_PROXY, "http_proxy": DEAD_PROXY,
