@@ -93,10 +93,16 @@ def grade_one(path: Path, args, out: Path | None) -> dict:
     return result
 
 
+def _stop(*_):
+    """SIGTERM: every learner command ends now (not when its thread next looks), then exit."""
+    runner.end_all()
+    sys.exit(143)
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # A kill of the grader becomes SystemExit, so the learner processes it started are killed too.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGTERM, _stop)
     kind, why = grader.choose_sandbox(sandbox_of(args))
     if not kind:
         print(f"grade.py: refusing to run learner code: {why}; {grader.sandbox_mod.HOW_TO_GET_ONE}", file=sys.stderr)

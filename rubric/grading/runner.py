@@ -14,6 +14,7 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass
@@ -153,6 +154,18 @@ def _tasks(pid: str) -> int:
 
 
 
+_LIVE: set = set()            # every Child not yet ended, for end_all
+_STOPPING = threading.Event()
+
+
+def end_all() -> None:
+    """The grader is being stopped: end every learner command now and start no new one (the
+    threads that were waiting for them then finish at once, and clean up)."""
+    _STOPPING.set()
+    for child in list(_LIVE):
+        child.end()
+
+
 class Child:
     """One learner command: started in its box, waited for with a deadline, and always ended with
     everything it started. ``with Child(...) as c: c.proc ...; ran = c.finish()``"""
@@ -174,6 +187,10 @@ class Child:
         container = self.box.kind in ("docker", "podman")   # its client is not the learner's code
         options = {"start_new_session": True, "preexec_fn": None if container else _limits(memory_mb, self.group)} \
             if POSIX else {}
+        if _STOPPING.is_set():
+            self.proc, self.error, self.timed_out = None, "could not start: the grader is stopping", False
+            return
+        _LIVE.add(self)
         try:
             self.proc = subprocess.Popen(argv, cwd=cwd, env=run_env, stdin=subprocess.PIPE if channel else subprocess.DEVNULL,
                                          stdout=subprocess.PIPE if channel else self.files[0],
@@ -240,6 +257,7 @@ class Child:
             self.group.kill_all()
             self.group.remove()
             self.group = None
+        _LIVE.discard(self)
 
     def finish(self) -> "Ran":
         self.wait()

@@ -215,6 +215,8 @@ class Group:
         if not (mem / "cgroup.procs").exists() or not (pids / "cgroup.procs").exists():
             return None
         paths = [mem / _own("memory").lstrip("/") / name, pids / _own("pids").lstrip("/") / name]
+        for p in paths:
+            _sweep(p.parent)
         group = cls([], "cgroup v1")
         try:
             for p in paths:
@@ -227,6 +229,7 @@ class Group:
             raise
         try:  # CPU accounting only: the grader and the benchmark report what each command cost
             account = CGROUP / "cpuacct" / _own("cpuacct").lstrip("/") / name
+            _sweep(account.parent)
             account.mkdir()
             group.paths.append(account)
         except OSError:
@@ -281,6 +284,21 @@ class Group:
                     if line.startswith("oom_kill "):
                         return int(line.split()[1])
         return 0
+
+
+def _sweep(parent: Path) -> None:
+    """Remove empty groups a killed grader left behind (its pid is in their name)."""
+    for old in parent.glob("lesson06-grade-*"):
+        try:
+            pid = int(old.name.split("-")[2])
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            try:
+                old.rmdir()
+            except OSError:
+                pass
+        except (ValueError, IndexError, OSError):
+            continue
 
 
 def _own(controller: str) -> str:
