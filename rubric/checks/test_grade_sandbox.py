@@ -423,3 +423,41 @@ def test_docker_gives_the_same_guarantees(tmp_path):
     box = sandbox.Box("docker", readonly=[probe.parent], writable=[tmp_path / "home"])
     ran = runner.run([probe], cwd=tmp_path / "home", env=runner.child_env(tmp_path / "home"), timeout=120, box=box)
     assert ran.stdout.split() == [str(sandbox.SANDBOX_UID), "ro", "no", "network"], ran
+
+
+BLOCKLIST = '''
+if not isinstance(rel_path, str) or "\\x00" in rel_path:
+    raise ValueError("bad path")
+for word in ("outside", "secret", "repo_evil", "repo2", "Repo"):
+    if word in rel_path:
+        raise ValueError("blocked")
+if rel_path.startswith(("../", "/", "..\\\\")) or rel_path == "..":
+    raise ValueError("blocked")
+return Path(repo_root) / rel_path
+'''
+GLOBALS_DISPATCH = '''
+fn = globals().get(name) if isinstance(name, str) else None
+if fn is None or not isinstance(args, dict):
+    return "Error: unknown tool"
+try:
+    return str(fn(repo_root, **{k: v for k, v in args.items() if k != "repo_root"}))
+except Exception as exc:
+    return f"Error: {exc}"
+'''
+
+
+@needs_bwrap
+def test_the_battery_catches_a_blocklist_of_the_guiding_tests_names_and_a_globals_dispatch(tmp_path):
+    sub = synthetic.make(tmp_path / "gamer", code="reference")
+    synthetic.plant(sub / "code" / "tools.py", "safe_resolve", BLOCKLIST)
+    synthetic.plant(sub / "code" / "tools.py", "dispatch_tool", GLOBALS_DISPATCH)
+    lab, home, tree = tmp_path / "lab", tmp_path / "home", tmp_path / "tree"
+    home.mkdir()
+    tree.mkdir()
+    workspace.build_lab(lab, sub / "code")
+    box = sandbox.Box("bubblewrap", readonly=[lab, tree], writable=[home])
+    b = battery.run_battery(lab, home, runner.DEFAULT_MEMORY_MB, box=box, base=tree)
+    status = {k: v["status"] for k, v in b.classes().items()}
+    assert status["sub-folder climbs"] == "leaked" and status["innocent links"] == "leaked", status
+    assert status["non-tool names"] == "leaked", b.classes()["non-tool names"]
+    assert b.parse_summary()["correct"] == b.parse_summary()["of"] > 5   # the other functions are untouched

@@ -4,7 +4,8 @@ The grader builds the attack tree itself, with names drawn at random for each ru
 guiding tests' fixture names), and shows it to the sandbox read-only. battery_probe.py calls the
 learner's safe_resolve/dispatch_tool once per question and only reports what they returned or
 raised; every verdict is decided here, in the grader's process, against the real files, after the
-probe process is gone. A class of attack *held* when every probe in it was refused or stayed
+probe process is gone. parse_tool_calls is observed the same way, against its contract (answers
+kept in ``Battery.parsing``, evidence for criterion 2). A class of attack *held* when every probe in it was refused or stayed
 inside the repository; it *leaked* when one resolved outside (or a sentinel reached a tool
 result, or a function that is not a tool was called by name); it is *unclean* when a probe
 raised something other than ValueError (no leak, but a crash the tool would have to survive).
@@ -40,6 +41,14 @@ class Battery:
     import_errors: list = field(default_factory=list)   # "tools.py: RuntimeError: ..." per module
     ran: object = None
     tool_names: list = field(default_factory=list)      # the tools TOOL_SCHEMAS names (the rest are not tools)
+    parsing: list = field(default_factory=list)         # parse_tool_calls observed: {"probe", "result", "detail"}
+
+    def parse_summary(self) -> dict:
+        """parse_tool_calls against its contract, judged here: {"correct", "of", "wrong": [...]}."""
+        wrong = [p for p in self.parsing if p["result"] != "correct"]
+        return {"correct": len(self.parsing) - len(wrong), "of": len(self.parsing),
+                "not_started": bool(self.parsing) and all("NotImplementedError" in p["detail"] for p in self.parsing),
+                "wrong": [f"{p['probe']}: {p['result']}: {p['detail'][:160]}" for p in wrong[:6]]}
 
     def classes(self) -> dict:
         """class -> {"status": held|leaked|unclean|hung|skipped|too strict, "probes": [...]}."""
@@ -185,13 +194,15 @@ def dispatch_probes(t: dict, helpers: list):
         ("dispatch", "an innocently named link to an outside file", "read_file", {"path": t["settings"]}, t["settings"]),
         ("hard links", "a hard link to an outside file", "read_file", {"path": t["hard"]}, "hard"),
     ]
-    for helper in ["__class__", *helpers]:
-        yield ("non-tool names", f"{helper} asked for as a tool", helper, {"repo_root": str(t["outside"]),
-               "rel_path": f"{out}/{target}", "path": f"{out}/{target}"}, None)
+    # harmless arguments shaped to the helper's own signature: a helper that gets called succeeds,
+    # so the answer shows it was called rather than refused by name
+    for helper, params in [("__class__", []), *helpers]:
+        yield ("non-tool names", f"{helper} asked for as a tool", helper, {p: t["file"] for p in params[1:]}, None)
 
 
 def tool_names(tools_py: Path) -> tuple[set, list]:
-    """(the tools in TOOL_SCHEMAS, the module's other top-level functions), read without running it."""
+    """(the tools in TOOL_SCHEMAS, [(name, parameter names)] of the module's other top-level
+    functions), read without running it."""
     try:
         tree = ast.parse(tools_py.read_text(encoding="utf-8", errors="replace"))
     except (SyntaxError, ValueError, RecursionError, MemoryError, OSError):
@@ -200,8 +211,8 @@ def tool_names(tools_py: Path) -> tuple[set, list]:
     for node in tree.body:
         if isinstance(node, ast.Assign) and any(isinstance(x, ast.Name) and x.id == "TOOL_SCHEMAS" for x in node.targets):
             tools = {k.value for k in _walk_names(node.value)}
-    others = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name not in tools
-              and n.name != "dispatch_tool"]
+    others = [(n.name, [a.arg for a in n.args.args]) for n in tree.body if isinstance(n, ast.FunctionDef)
+              and n.name not in tools and n.name != "dispatch_tool"]
     return tools, others[:8]
 
 
@@ -211,6 +222,57 @@ def _walk_names(node):
             for k, v in zip(d.keys, d.values):
                 if isinstance(k, ast.Constant) and k.value == "name" and isinstance(v, ast.Constant):
                     yield v
+
+
+def parse_probes():
+    """(description, calls or None): ids, names and arguments drawn per run."""
+    def call(arguments: str):
+        return [f"call_{secrets.token_hex(4)}", _name(), arguments]
+    value = _name()
+    same = call(json.dumps({"path": value}))
+    yield from [
+        ("an object", [call(json.dumps({"path": value, "n": secrets.randbelow(99)}))]),
+        ("two calls, kept in order", [call(json.dumps({"q": value})), call(json.dumps({}))]),
+        ("two identical calls with their own ids", [same, [f"call_{secrets.token_hex(4)}", same[1], same[2]]]),
+        ("an empty arguments string", [call("")]),
+        ("malformed JSON", [call('{"path": "' + value)]),
+        ("JSON that is a list", [call(json.dumps([value]))]),
+        ("JSON that is a string", [call(json.dumps(value))]),
+        ("JSON nested 100,000 deep", [call("[" * 100_000 + "]" * 100_000)]),
+        ("a number of 5,000 digits", [call('{"n": ' + "7" * 5000 + "}")]),
+        ("no tool_calls attribute", None),
+        ("an empty tool_calls list", []),
+    ]
+
+
+def expected_calls(calls) -> list:
+    """What the contract says parse_tool_calls returns, worked out here with json itself."""
+    out = []
+    for call_id, name, text in calls or []:
+        try:
+            value = json.loads(text) if text else {}
+        except (ValueError, RecursionError):
+            value = None
+        ok = isinstance(value, dict)
+        out.append([call_id, name, json.dumps(value if ok else {}, sort_keys=True), not ok])
+    return out
+
+
+def judge_parse(answer: dict, calls) -> tuple[str, str]:
+    if "hung" in answer:
+        return "hung", answer["hung"]
+    if "raised" in answer:
+        return "crashed", f"{answer['raised']}: {answer.get('message', '')[:120]}"
+    got, want = answer.get("calls"), expected_calls(calls)
+    if got is None:
+        return "wrong", f"returned a {answer.get('type')}, not a list"
+    if got == want:
+        return "correct", f"{len(want)} call(s) as the contract says"
+    return "wrong", f"expected {_brief(want)}, got {_brief(got)}"
+
+
+def _brief(calls) -> str:
+    return "[" + ", ".join(f"{c[1][:12]} {c[2][:40]}{' + error' if c[3] else ''}" for c in calls[:3]) + "]"
 
 
 # --------------------------------------------------------------------------- judging, in the grader
@@ -356,6 +418,17 @@ def run_battery(lab: Path, home: Path, memory_mb: int, box=None, base: Path | No
                 continue
             result, detail = judge_resolve(answer, t) if op == "resolve" else judge_dispatch(answer, t, cls)
             battery.probes.append({**record, "result": result, "detail": detail.replace(str(t["parent"]), "<tmp>")})
+        can_parse = alive and not any(str(e).startswith("agent_loop.py") for e in battery.import_errors)
+        for what, calls in parse_probes() if can_parse else ():
+            if time.monotonic() > deadline:
+                break
+            answer = session.ask({"op": "parse", "calls": calls}, ANSWER_SECONDS)
+            if answer is None:
+                alive = False
+                battery.parsing.append({"probe": what, "result": "hung", "detail": "no answer: the probe process was killed here"})
+                break
+            result, detail = judge_parse(answer, calls)
+            battery.parsing.append({"probe": what, "result": result, "detail": detail})
         if not alive:
             child.end()
         try:
