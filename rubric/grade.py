@@ -136,7 +136,8 @@ def main(argv=None) -> int:
     if args.csv:
         report.write_csv(rows, args.csv)
         print(f"grade.py: {len(rows)} rows written to {args.csv}; reports in {out}/", file=sys.stderr)
-    return 0 if len(rows) == len(learners) else 1
+    failed = [learner for learner in learners if results.get(learner, {}).get("could_not_grade")]
+    return 0 if len(rows) == len(learners) and not failed else 1   # every row written; 1 says some could not be graded
 
 
 if __name__ == "__main__":

@@ -3,9 +3,10 @@
 Each malicious submission is built in tmp_path from the lab, graded in the sandbox, and compared
 with its payload-free twin: the payload must change nothing but its own function's return
 values. The base of both twins is a planted mistake (string-prefix containment), so a forged
-"all passed" would show. Cost: three --quick gradings in the sandbox plus one small class in
-folder mode; the rest are unit checks of a second or less. Tests that need bubblewrap skip, with
-the reason, where it cannot run (CI installs it: .ci/run).
+"all passed" would show. Cost: three --quick gradings in the sandbox (the twins, and the bombs,
+whose limits take ~15 s to bite) plus a class of two in folder mode; the rest are unit checks of
+a few seconds at most. Tests that need bubblewrap skip, with the reason, where it cannot run (CI
+installs it and sets GRADE_REQUIRE_SANDBOX=1, so there they cannot skip: .ci/run).
 """
 
 from __future__ import annotations
@@ -275,7 +276,7 @@ if not _o.path.exists(_flag):
     sub = synthetic.make(tmp_path / "bomber", code="reference")
     synthetic.plant(sub / "code" / "tools.py", "safe_resolve", bombs + BASE.body)
     started = time.monotonic()
-    r = grader.grade(sub, quick=True, sandbox="bubblewrap", memory_mb=512, test_seconds=20)
+    r = grader.grade(sub, quick=True, sandbox="bubblewrap", memory_mb=512, test_seconds=5, after_seconds=1)
     assert time.monotonic() - started < 240
     assert "cgroup" in r["limits"] or "rlimits" in r["limits"], r["limits"]
     # the bombs may take the learner's own test session down with them (that is their row's problem)
@@ -332,23 +333,47 @@ def test_the_three_recursion_shapes_do_not_crash_the_parsers(tmp_path):
     assert not sub.exists(), "a 1,000-deep tree must be removable"
 
 
+HOSTILE = "=HYPERLINK(\"http://x\")\nbreak <!-- \x1b]52;c;QUJD\x07"   # a formula, a newline, a comment, OSC 52
+
+
 @needs_bwrap
-def test_folder_mode_survives_hostile_names_and_one_ungradable_submission(tmp_path):
+def test_folder_mode_survives_a_hostile_name_and_a_100000_deep_saved_run(tmp_path):
     subs = tmp_path / "class"
-    names = ["=HYPERLINK(\"http://x\")", "line\nbreak <!--", "esc\x1b]52;c;QUJD\x07name"]
-    for name in names:
-        synthetic.make(subs / name, code="reference")
-    deep = subs / "zz_deep"
-    synthetic.make(deep)
+    synthetic.make(subs / HOSTILE, code="reference")
+    deep = synthetic.make(subs / "zz_deep")
     (deep / "runs").mkdir()
     (deep / "runs" / "run.json").write_text("[" * 100_000 + "]" * 100_000)
     import subprocess
-    out = tmp_path / "reports"
     proc = subprocess.run([sys.executable, str(RUBRIC / "grade.py"), str(subs), "--csv", str(tmp_path / "g.csv"),
-                           "--out", str(out), "--quick", "--no-stretch"], capture_output=True, text=True, timeout=600)
-    rows = list(csv.reader((tmp_path / "g.csv").open(newline="", encoding="utf-8")))
-    assert len(rows) == 1 + len(names) + 1, (proc.stderr[-2000:], rows)
+                           "--out", str(tmp_path / "reports"), "--quick", "--no-stretch"], capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = list(csv.reader((tmp_path / "g.csv").open(newline="", encoding="utf-8")))
+    assert len(rows) == 3, (proc.stderr[-2000:], rows)
+    deep_report = json.loads((tmp_path / "reports" / "zz_deep.json").read_text())
+    assert any("saved runs: could not be read (RecursionError" in u for u in deep_report["unreadable"]), deep_report["unreadable"]
+
+
+def test_one_submission_that_defeats_the_grader_costs_only_its_own_row(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "drop_own_secrets", lambda: [])   # grade.py calls it on import
+    import importlib
+    grade_py = importlib.import_module("grade")
+    real = grader.could_not_grade
+
+    def fake_grade(path, **options):
+        if path.name == "bad":
+            raise RecursionError("maximum recursion depth exceeded")
+        result = real(path, "")
+        result.pop("could_not_grade")
+        return result
+    monkeypatch.setattr(grader, "grade", fake_grade)
+    for name in ("bad", "good"):
+        (tmp_path / "class" / name / "code").mkdir(parents=True)
+    code = grade_py.main([str(tmp_path / "class"), "--csv", str(tmp_path / "g.csv"), "--out", str(tmp_path / "r"),
+                          "--no-sandbox"])
+    rows = {r["learner"]: r for r in csv.DictReader((tmp_path / "g.csv").open(newline="", encoding="utf-8"))}
+    assert code == 1 and set(rows) == {"bad", "good"}, code   # every row written; the exit code tells
+    assert "could not grade: RecursionError" in (tmp_path / "r" / "bad.md").read_text()
 
 
 def test_without_a_sandbox_grade_py_refuses_in_one_line(tmp_path):
