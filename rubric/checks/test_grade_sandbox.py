@@ -396,12 +396,15 @@ def test_a_report_without_a_sandbox_says_so_first(tmp_path):
     assert report.markdown(r).startswith("# Grading evidence")
 
 
-def test_the_grader_drops_its_own_keys_before_any_child(monkeypatch):
-    monkeypatch.setenv("GROQ_API_KEY", "gsk-x")
-    monkeypatch.setenv("MY_SECRET_TOKEN", "y")
-    dropped = runner.drop_own_secrets()
-    assert {"GROQ_API_KEY", "MY_SECRET_TOKEN"} <= set(dropped)
-    assert "GROQ_API_KEY" not in os.environ
+def test_the_grader_drops_its_own_keys_and_loads_no_env_file(tmp_path):
+    import subprocess
+    check = ("import os, sys; sys.path.insert(0, sys.argv[1]); sys.argv[1:] = []; import grade; "
+             "print(sorted(k for k in os.environ if 'KEY' in k or 'TOKEN' in k)); "
+             "print(sorted(m for m in ('config', 'dotenv', 'litellm') if m in sys.modules))")
+    env = {**os.environ, "GROQ_API_KEY": "gsk-x", "MY_SECRET_TOKEN": "y"}
+    proc = subprocess.run([sys.executable, "-c", check, str(RUBRIC)], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=tmp_path)
+    assert proc.stdout.split("\n")[:2] == ["[]", "[]"], proc.stdout + proc.stderr
     env = runner.child_env(Path("."))
     assert not [k for k in env if "KEY" in k or "TOKEN" in k]
 
