@@ -336,13 +336,19 @@ class Session:
     """Questions in, one answer per question out; an answer counts only with its question's nonce."""
 
     def __init__(self, child):
-        self.child, self.lines = child, queue.Queue()
+        self.child, self.lines = child, queue.Queue(maxsize=1000)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
+        """Only lines shaped like an answer are kept, each at most 1 MB, at most 1,000 waiting: a
+        learner printing without end costs the grader no memory."""
         try:
-            for raw in self.child.proc.stdout:
-                self.lines.put(raw)
+            for raw in iter(lambda: self.child.proc.stdout.readline(1 << 20), b""):
+                if raw.startswith(b'{"nonce"'):
+                    try:
+                        self.lines.put_nowait(raw)
+                    except queue.Full:
+                        pass
         except (OSError, ValueError):
             pass
         self.lines.put(None)
