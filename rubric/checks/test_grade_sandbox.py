@@ -490,3 +490,15 @@ def test_the_battery_catches_a_blocklist_of_the_guiding_tests_names_and_a_global
     assert status["sub-folder climbs"] == "leaked" and status["innocent links"] == "leaked", status
     assert status["non-tool names"] == "leaked", b.classes()["non-tool names"]
     assert b.parse_summary()["correct"] == b.parse_summary()["of"] > 5   # the other functions are untouched
+
+
+def test_the_container_command_asks_for_the_same_guarantees(tmp_path):
+    """Checked on the command itself, so it holds where docker cannot run these checks."""
+    box = sandbox.Box("docker", readonly=[tmp_path / "lab"], writable=[tmp_path / "home"])
+    argv, env = box.wrap(["python", "x.py"], tmp_path / "home", {"HOME": "/h", "OPENAI_API_KEY": "k"}, 512, "n1")
+    text = " ".join(argv)
+    for wanted in ("--network none", "--memory 512m", "--memory-swap 512m", f"--pids-limit {sandbox.MAX_PROCESSES}",
+                   "--read-only", f"--user {sandbox.SANDBOX_UID}:{sandbox.SANDBOX_UID}", "--cap-drop ALL",
+                   f"-v {tmp_path / 'lab'}:{tmp_path / 'lab'}:ro", "--tmpfs /tmp:"):
+        assert wanted in text, wanted
+    assert not [k for k in env if "KEY" in k] and "OPENAI_API_KEY" not in text

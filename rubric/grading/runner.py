@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from grading.sandbox import Box, Group
+from grading.sandbox import SECRET_HINTS, Box, Group
 
 POSIX = os.name == "posix"
 DEFAULT_MEMORY_MB = 1536          # pytest + litellm needs < 1 GiB of address space
@@ -29,7 +29,7 @@ OUTPUT_LIMIT = 200_000            # characters of stdout/stderr kept
 SPARE_PROCESSES = 256             # processes learner code may add (pytest's own subprocess tests need a few)
 
 # Any of these reaching learner code could spend an instructor's money: never passed on.
-KEY_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+KEY_HINTS = SECRET_HINTS
 PROVIDER_PREFIXES = ("COPILOT_", "EMBEDDING_", "GROQ_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_",
                      "AZURE_", "AWS_", "MISTRAL_", "COHERE_", "OLLAMA_", "HF_", "HUGGINGFACE", "LITELLM_",
                      "LESSON06_", "PYTEST_")
@@ -152,8 +152,6 @@ def _tasks(pid: str) -> int:
         return 1
 
 
-
-
 _LIVE: set = set()            # every Child not yet ended, for end_all
 _STOPPING = threading.Event()
 
@@ -241,12 +239,6 @@ class Child:
         """Kill the child and every descendant (namespace, process group, cgroup)."""
         if self.proc is not None and self.proc.poll() is None:
             _kill(self.proc)
-        for pipe in (self.proc.stdin, self.proc.stdout) if self.proc is not None else ():
-            try:
-                if pipe is not None:
-                    pipe.close()
-            except OSError:
-                pass
         if self.proc is not None:
             try:
                 self.proc.wait(timeout=10)
@@ -257,6 +249,13 @@ class Child:
             self.group.kill_all()
             self.group.remove()
             self.group = None
+        # stdin only: a reader thread may still be inside stdout's read, and closing it would wait
+        # for that read (forever, if an escaped process kept the pipe open where no cgroup was had)
+        if self.proc is not None and self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
         _LIVE.discard(self)
 
     def finish(self) -> "Ran":

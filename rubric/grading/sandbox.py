@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 KINDS = ("bubblewrap", "docker", "podman", "none")
+SECRET_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 SANDBOX_UID = 65534               # "nobody": an unprivileged user inside the namespace
 TMP_MB = 256                      # private /tmp (and /dev/shm) size inside the sandbox
 MAX_PROCESSES = 256               # tasks (processes and threads) for one command and all it starts
@@ -59,7 +60,8 @@ class Box:
     limits: str = ""                                 # which limits held, for the evidence
 
     def wrap(self, command: list, cwd: Path, env: dict, memory_mb: int, name: str) -> tuple[list, dict]:
-        """(argv to start, environment for that argv)."""
+        """(argv to start, environment for that argv). A key-like variable never gets in, whoever built env."""
+        env = {k: v for k, v in env.items() if not any(h in k.upper() for h in SECRET_HINTS)}
         if self.kind == "bubblewrap":
             return self._bwrap(command, cwd, env), {"PATH": "/usr/bin:/bin"}
         if self.kind in ("docker", "podman"):
