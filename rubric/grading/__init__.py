@@ -7,7 +7,8 @@ Modules, in the order a submission meets them (grader.grade runs them all):
     board         the lab's own tests on the learner's code, outcomes per test and milestone
                   (pytest_timer is the small plugin that gives each test a time limit)
     battery       path attacks the guiding tests do not contain, judged in the grader (battery_probe
-                  only calls the learner's functions, in the sandbox, and reports what they did)
+                  only calls the learner's functions, in the sandbox, and reports what they did;
+                  attacks draws the tree, the probes and the parse cases afresh for each run)
     cli_runs      break_and_observe.py and evaluate.py, through their command lines only
     learner_code  AST signals from the learner functions, and the integrity comparisons
     history       every shipped version of a lab file (the grader's copy and its git history)
