@@ -75,10 +75,10 @@ class Box:
                 "--gid", str(SANDBOX_UID), "--die-with-parent", "--new-session", "--cap-drop", "ALL", "--clearenv"]
         for kind, a, b in _system_dirs():
             argv += [kind, a, b]
-        for p in python_dirs():
-            argv += ["--ro-bind", p, p]
         argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_MB << 20), "--tmpfs", "/dev/shm",
                  "--size", str(TMP_MB << 20), "--tmpfs", "/tmp"]
+        for p in python_dirs():   # after the tmpfs: a virtualenv made under /tmp (as CI does) stays visible
+            argv += ["--ro-bind", p, p]
         for p in self.readonly:
             argv += ["--ro-bind", str(p), str(p)]
         for p in self.writable:
