@@ -502,3 +502,21 @@ def test_the_container_command_asks_for_the_same_guarantees(tmp_path):
                    f"-v {tmp_path / 'lab'}:{tmp_path / 'lab'}:ro", "--tmpfs /tmp:"):
         assert wanted in text, wanted
     assert not [k for k in env if "KEY" in k] and "OPENAI_API_KEY" not in text
+
+
+@needs_bwrap
+def test_parse_and_loop_are_judged_outside_against_their_contracts(tmp_path):
+    sub = synthetic.make(tmp_path / "loops", code="reference")
+    for name in ("bad JSON raises", "no assistant turn before results"):
+        m = next(m for m in MUTANTS if m.name == name)
+        synthetic.plant(sub / "code" / m.module, m.function, m.body)
+    lab, home, tree = tmp_path / "lab", tmp_path / "home", tmp_path / "tree"
+    home.mkdir()
+    tree.mkdir()
+    workspace.build_lab(lab, sub / "code")
+    b = battery.run_battery(lab, home, runner.DEFAULT_MEMORY_MB, box=sandbox.Box("bubblewrap", readonly=[lab, tree],
+                            writable=[home]), base=tree)
+    parsed, looped = b.parse_summary(), b.loop_summary()
+    assert any("malformed JSON: crashed" in w for w in parsed["wrong"]), parsed
+    assert any("two calls in one turn" in w and "expected assistant(2 calls)" in w for w in looped["wrong"]), looped
+    assert any(p["probe"] == "a model that never stops" and p["result"] == "correct" for p in b.looping), b.looping

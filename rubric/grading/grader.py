@@ -153,6 +153,7 @@ def assemble(submission: Path, ev: dict, stretch: bool, notes) -> dict:
         "board": {m.id: b.line(m.id) for m in board_mod.milestones(stretch)},
         "tests": [asdict(t) for t in b.tests],
         "battery": ev["battery"].classes(), "parse_observed": ev["battery"].parse_summary(),
+        "loop_observed": ev["battery"].loop_summary(),
         "understanding": ev["understanding"], "failure_analysis": ev["failure"],
         "saved_runs": ev["saved_runs"],
         "note": "Suggested levels only: the instructor decides.",
@@ -218,6 +219,12 @@ def _ev_loop(c, ev):
                      f"{'not started' if parsed['not_started'] else str(parsed['correct']) + ' of ' + str(parsed['of'])} "
                      "cases as its contract says")
         lines += [f"    - {w}" for w in parsed["wrong"][:4] if not parsed["not_started"]]
+    looped = ev["battery"].loop_summary()
+    if looped["of"]:
+        lines.append(f"- `run_agent` against a scripted model, observed in the sandbox and judged by the grader (cap, "
+                     f"message order, one result per id): {'not started' if looped['not_started'] else str(looped['correct']) + ' of ' + str(looped['of'])} "
+                     "scripts as its contract says")
+        lines += [f"    - {w}" for w in looped["wrong"][:4] if not looped["not_started"]]
     runaway = (ev["defences"].blocks or {}).get("runaway")
     if runaway:
         lines.append(f"- `break_and_observe.py runaway` on the learner's unbroken code: ended {code(runaway.get('ended', '?'))}, "
