@@ -32,7 +32,7 @@ from email.utils import parsedate_to_datetime
 from types import SimpleNamespace
 
 import config
-from cli import NotDoneYet
+from cli import NotDoneYet, redact_urls, terminal_safe
 
 MAX_ANSWER_TOKENS = 4_096       # per model call (Anthropic requires a value). Reasoning models, the default
                                 # gpt-oss among them, spend part of it thinking: a small cap returns empty replies
@@ -472,7 +472,13 @@ def describe_error(exc: BaseException, settings=None, suggest_check=True, offlin
 
     ``suggest_check=False`` leaves out the pointer to ``--check`` (for --check's own lines).
     ``offline``: what the calling program can do without a provider, said instead of copilot.py's
-    --context-only (evaluate.py and break_and_observe.py have no such flag)."""
+    --context-only (evaluate.py and break_and_observe.py have no such flag). The provider's words
+    in it are its own: control characters are escaped and URLs lose their user:password@ and keys.
+    """
+    return terminal_safe(redact_urls(_describe(exc, settings, suggest_check, offline)))
+
+
+def _describe(exc: BaseException, settings, suggest_check: bool, offline: str | None) -> str:
     if offline and isinstance(exc, config.ConfigError) and CONTEXT_ONLY_NOTE in str(exc):
         return str(exc).replace(CONTEXT_ONLY_NOTE, f"({offline})")
     if isinstance(exc, NotDoneYet):

@@ -134,7 +134,7 @@ def read_file(repo_root, path, start_line=1, end_line=None) -> str:
         kept += 1
     shown_lines = shown_lines[:kept]
     last = start + len(shown_lines) - 1
-    _record(shown, start, last)
+    _record("/".join(relative_parts(repo_root, target)), start, last)  # raw names: printable is not one-to-one
     counted = f"{total} lines total" if complete else f"more than {total:,} lines; counted up to {MAX_SCAN_BYTES:,} bytes"
     header = f"[File: {shown} ({counted}) - showing lines {start}-{last}]"
     body = "\n".join(f"{start + i:>5}| {line}" for i, line in enumerate(shown_lines))
@@ -239,7 +239,7 @@ def search_code(repo_root, query) -> str:
                         if len(text) > MAX_HIT_CHARS:
                             text = text[:MAX_HIT_CHARS] + " [...]"
                         hits.append(f"{printable(rel)}:{number}: {text}")
-                        _record(printable(rel), number, number)
+                        _record(rel, number, number)
     if not hits:
         return "\n".join([f"No matches for {query!r}. Try a shorter or different identifier, or list_directory.", *notes])
     if total > len(hits):
