@@ -70,9 +70,13 @@ class Usage:
     model_seconds: float = 0.0      # waiting for the provider (retries included)
     startup_seconds: float = 0.0    # importing LiteLLM on the first call: start-up, not the model
     finish_reason: str | None = None  # the last reply's: "stop", "length", "content_filter (SAFETY)"...
+    scripted: bool = False          # a reply came from the lab's fake server (scripted), not a model
 
     def record(self, response) -> None:
+        from harness.fake_server import SCRIPTED_FINGERPRINT  # the fake server signs its replies
+
         self.finish_reason = finish_reason_of(response)
+        self.scripted |= getattr(response, "system_fingerprint", None) == SCRIPTED_FINGERPRINT
         usage = getattr(response, "usage", None)
         self.prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
         self.completion_tokens += getattr(usage, "completion_tokens", 0) or 0

@@ -102,7 +102,10 @@ def parse_tool_calls(message) -> list[ToolCall]:
                   (``json.loads`` raises RecursionError, which is not a ValueError), a number
                   too long to convert (over 4,300 digits: ValueError), or JSON that is not an
                   object, gives a ToolCall with ``arguments={}`` and ``error`` saying what was
-                  wrong.
+                  wrong, in words the model can act on: that the arguments are not valid JSON
+                  (with json's reason), or that they must be a JSON object (and what they were).
+        keeps      every call, even two identical ones (same name and arguments, two ids): each
+                   id must get its own tool result, or the provider rejects the next request.
 
     Hint: ``getattr(message, "tool_calls", None) or []`` covers the three "no calls" cases;
     ``json.loads`` the arguments string inside try/except (catch RecursionError too). See lesson/lesson.agent.md,
