@@ -40,6 +40,7 @@ EMBED_BATCH = 16                  # chunks per embedding request, saved as each 
 QUERY_TIMEOUT = 15                # seconds in all to embed the question: a dead server is found fast
 BATCH_TIMEOUT = 180               # seconds in all per batch (a busy CPU server may do 1 chunk a second)
 PROGRESS_EVERY = 10.0             # seconds between progress lines on stderr during a long job
+MAX_EMBED_CHUNKS = 3_000          # a bigger job (a provider's bill, an hour of a CPU server) needs EMBEDDING_MAX_CHUNKS
 TEXT_VERSION = 1                  # bump when chunk_text changes: every chunk is embedded again
 QUERY, DOCUMENT = "query", "document"
 
@@ -57,8 +58,9 @@ class LiteLLMEmbedder:
     """
 
     def __init__(self, model: str, api_base=None, api_key=None, *, query_prefix="", document_prefix="",
-                 input_types=()):
+                 input_types=(), max_chunks=MAX_EMBED_CHUNKS):
         self.model, self.api_base, self.api_key = model, api_base, api_key
+        self.max_chunks = max_chunks  # chunks one run embeds without being allowed more (EMBEDDING_MAX_CHUNKS)
         self.prefix = {QUERY: query_prefix, DOCUMENT: document_prefix}
         self.input_type = dict(zip((QUERY, DOCUMENT), input_types))
         # Where the model is served is not part of its name: localhost and 127.0.0.1 share vectors.
@@ -74,7 +76,8 @@ class LiteLLMEmbedder:
         return cls(settings.embedding_model, settings.embedding_api_base, settings.embedding_api_key,
                    query_prefix=getattr(settings, "embedding_query_prefix", ""),
                    document_prefix=getattr(settings, "embedding_document_prefix", ""),
-                   input_types=getattr(settings, "embedding_input_types", ()))
+                   input_types=getattr(settings, "embedding_input_types", ()),
+                   max_chunks=getattr(settings, "embedding_max_chunks", None) or MAX_EMBED_CHUNKS)
 
     def __call__(self, texts: list[str]) -> list[list[float]]:
         return self._embed(texts, DOCUMENT, BATCH_TIMEOUT)
@@ -154,6 +157,10 @@ def _unit_chunk_matrix(index: LexicalIndex, store: "VectorStore", embed) -> np.n
         return memo[2]
     keys = chunk_keys(index)
     missing = [c for c, key in enumerate(keys) if key not in store]
+    allowed = getattr(embed, "max_chunks", None) or MAX_EMBED_CHUNKS
+    if len(missing) > allowed:  # asked before the job, not discovered after it
+        raise EmbeddingFailed(f"{len(missing):,} chunks would be embedded, more than the {allowed:,} a run embeds "
+                              f"without asking; to allow it, put EMBEDDING_MAX_CHUNKS={len(missing)} in code/.env")
     if missing:
         _embed_chunks(index, store, embed, missing, keys)
         if not all(key in store for key in keys):  # check_model started the file again mid-run
