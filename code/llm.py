@@ -51,7 +51,7 @@ UNREADABLE_WHY = (
     (re.compile(r"maximum recursion depth", re.I), "its JSON is nested too deeply to decode"),
     (re.compile(r"limit \(\d+ digits\)|integer string conversion", re.I), "it holds a number over 4,300 digits long"),
     (re.compile(r"missing \d+ required positional argument: '(\w+)'"), "a tool call has no {0} member"),
-    (re.compile(r"Input should be a valid (\w+)"), "a field that must be a {0} is not (a tool name that is a number?)"),
+    (re.compile(r"Input should be a valid (\w+)"), "a field that must be a {0} is not, e.g. a tool name sent as a number"),
 )
 # Anthropic's 529 reaches us as a 500 and Gemini's "model is overloaded" 503 sometimes too: the words tell.
 OVERLOAD_WORDS = re.compile(r"\boverloaded", re.IGNORECASE)
