@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from cli import redact_url
+
 # LiteLLM downloads a model price list when it is imported (a 5 s stall offline). Only the exact
 # value "True" switches that off, and it must be set before `import litellm`: this module is
 # imported first, so it sets it here. Set it to something else yourself to get fresh prices.
@@ -218,7 +220,7 @@ def base_url_problems(model: str | None, api_base: str | None) -> list[str]:
         return problems
     if prefix == "anthropic" and path.endswith(("/v1", "/v1/messages")):
         problems.append(f"Anthropic's base URL is the bare host, e.g. https://api.anthropic.com (LiteLLM adds "
-                        f"/v1/messages, so {api_base} asks for .../v1/v1/messages)")
+                        f"/v1/messages, so {redact_url(api_base)} asks for .../v1/v1/messages)")
     elif prefix == "gemini" and not path.endswith("/v1beta"):
         problems.append("Gemini's base URL ends in /v1beta, e.g. https://generativelanguage.googleapis.com/v1beta "
                         "(LiteLLM adds /models/<model>:generateContent)")

@@ -107,7 +107,7 @@ def main(argv=None, complete=None) -> int:
         if complete is None:
             settings = config.load_settings(model=args.model, api_base=args.api_base, env_file=args.env_file)
             for problem in config.base_url_problems(settings.model, settings.api_base):
-                print(f"copilot: warning: {problem}", file=sys.stderr)
+                print(f"copilot: warning: {report.terminal_safe(problem)}", file=sys.stderr)
         result = run(args.question, root, settings=settings, complete=complete, max_steps=args.max_steps,
                      top_k=args.top_k, use_context=not args.no_context, structured=args.structured, edits=edits)
     except KeyboardInterrupt:

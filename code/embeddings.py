@@ -33,6 +33,7 @@ from pathlib import Path
 import numpy as np
 
 import context_index
+from cli import redact_urls
 from context_index import LexicalIndex, file_lines
 from tools import TreeReader, printable
 
@@ -217,7 +218,8 @@ def _call(fn, texts: list[str], embed, store: "VectorStore") -> np.ndarray:
         vectors = np.asarray(fn(texts), dtype=np.float32)
     except Exception as exc:  # whatever the provider raises (connection, timeout, HTTP status, bad JSON)
         detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        raise EmbeddingFailed(printable(f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__)) from None
+        said = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+        raise EmbeddingFailed(printable(redact_urls(said))) from None  # no ESC, no user:KEY@ from the server's words
     if vectors.ndim != 2 or len(vectors) != len(texts) or not vectors.shape[1] or not np.isfinite(vectors).all():
         raise EmbeddingFailed(f"the model returned {vectors.shape} numbers for {len(texts)} texts")
     store.check_model(getattr(embed, "reported_model", None), vectors.shape[1])
