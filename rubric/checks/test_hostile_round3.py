@@ -477,3 +477,25 @@ def test_citations_and_edits_work_below_a_traverse_only_folder(tmp_path):
     assert result["listable"] is False, ("the case did not build: the folder was readable", result)
     assert result["grounded"] and result["text"] == "total = 2\n", result
     assert result["error"] and str(locked) not in result["error"] and "missing.py" in result["error"], result
+
+
+def test_a_hostile_answer_prints_escaped_in_json_and_plain_output(tmp_path, monkeypatch, capsys):
+    import copilot
+    from harness.fake_server import FakeServer, text_reply
+    from harness.offline import PROVIDER_VARIABLES
+    from harness.paths import FIXTURE_REPO
+
+    hostile = "done \x9b31m \u202eevil\u202c \ud800 see shop/service.py:9"
+    for name in PROVIDER_VARIABLES:
+        monkeypatch.delenv(name, raising=False)
+    with FakeServer([text_reply(hostile)] * 2) as server:
+        for name, value in {"COPILOT_MODEL": "openai/fake", "COPILOT_API_BASE": server.base_url,
+                            "COPILOT_NO_DOTENV": "1", "COPILOT_CACHE_DIR": str(tmp_path / "cache")}.items():
+            monkeypatch.setenv(name, value)
+        codes = [copilot.main(["--repo", str(FIXTURE_REPO), "--no-context", *flags, "q"]) for flags in (["--json"], [])]
+    document, plain = capsys.readouterr().out.split("\n", 1)
+    assert codes[0] == codes[1] in (0, 1), codes
+    for printed in (document, plain):
+        assert not any(ch in printed for ch in "\x9b\u202e\u202c\ud800"), ascii(printed)
+        printed.encode("utf-8")
+    assert json.loads(document)["answer"] == "done \x9b31m \u202eevil\u202c \ufffd see shop/service.py:9"
