@@ -35,6 +35,7 @@ import numpy as np
 import context_index
 from cli import redact_urls
 from context_index import LexicalIndex, file_lines
+from litellm_guard import import_litellm, within_deadline
 from tools import TreeReader, printable
 
 EMBED_BATCH = 16                  # chunks per embedding request, saved as each one completes
@@ -87,9 +88,7 @@ class LiteLLMEmbedder:
         return self._embed(texts, QUERY, QUERY_TIMEOUT)
 
     def _embed(self, texts, kind: str, timeout: float) -> list[list[float]]:
-        import llm  # lazy: llm imports LiteLLM (seconds), and only the way that reads no stray .env
-
-        litellm = llm.import_litellm()
+        litellm = import_litellm()  # lazy: it takes seconds, and it reads no stray .env this way
         extra = {"input_type": self.input_type[kind]} if kind in self.input_type else {}
         # LiteLLM 1.110 retries an embedding DEFAULT_MAX_RETRIES times even with max_retries=0
         # (it reads `max_retries or DEFAULT_MAX_RETRIES`): share the time out between the attempts.
@@ -99,7 +98,7 @@ class LiteLLMEmbedder:
         for i in range(0, len(texts), EMBED_BATCH):
             batch = [self.prefix[kind] + text for text in texts[i:i + EMBED_BATCH]]
             # LiteLLM's timeout is per read: the deadline bounds the whole call, retries included
-            response = llm.within_deadline(litellm.embedding, timeout * (1 + retries), model=self.model, input=batch,
+            response = within_deadline(litellm.embedding, timeout * (1 + retries), model=self.model, input=batch,
                                            api_base=self.api_base, api_key=self.api_key, timeout=timeout,
                                            max_retries=0, **extra)
             items = sorted(response.data, key=lambda item: item["index"])  # plain dicts, not objects

@@ -24,6 +24,7 @@ import chunking
 import citations
 import cli
 import config
+import litellm_guard
 import llm
 import repo_files
 import tools
@@ -50,8 +51,8 @@ dotenv.load_dotenv()          # what litellm/_process_defaults.py does at import
 PROBE = """
 import os, sys
 sys.path.insert(0, {code!r})
-import llm
-llm.import_litellm()
+import litellm_guard
+litellm_guard.import_litellm()
 print(sorted(k for k in os.environ if k in ("OPENAI_BASE_URL", "OPENAI_API_KEY", "PLANTED_BY_REPO")))
 """
 
@@ -205,13 +206,13 @@ def test_an_embedding_call_has_a_deadline_too(monkeypatch):
         with pytest.raises(Exception) as caught:
             embed.query(["q"])
         took = time.perf_counter() - started
-    assert isinstance(caught.value, llm.DeadlineExceeded) and took < 3, (caught.value, took)
+    assert isinstance(caught.value, litellm_guard.DeadlineExceeded) and took < 3, (caught.value, took)
 
 
 def test_within_deadline_returns_and_raises_like_the_call():
-    assert llm.within_deadline(lambda a, b=0: a + b, 5, 1, b=2) == 3
+    assert litellm_guard.within_deadline(lambda a, b=0: a + b, 5, 1, b=2) == 3
     with pytest.raises(KeyError):
-        llm.within_deadline({}.__getitem__, 5, "missing")
+        litellm_guard.within_deadline({}.__getitem__, 5, "missing")
 
 
 
