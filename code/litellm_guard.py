@@ -9,6 +9,7 @@ LiteLLM. Standard library only, so importing this module costs nothing.
 
 from __future__ import annotations
 
+import contextvars
 import os
 import sys
 import threading
@@ -68,7 +69,8 @@ def within_deadline(call, seconds: float, *args, **kwargs):
         except BaseException as exc:  # handed to the caller below
             box["error"] = exc
 
-    worker = threading.Thread(target=run, name="provider-call", daemon=True)
+    context = contextvars.copy_context()  # the call sees the caller's context variables, as it would inline
+    worker = threading.Thread(target=context.run, args=(run,), name="provider-call", daemon=True)
     worker.start()
     worker.join(seconds)
     if worker.is_alive():
