@@ -502,12 +502,16 @@ def open_resolved(resolved, write_dir: bool = False):
     """Open a path safe_resolve returned, following no symlink at any component; raises ToolError.
 
     For callers that hold a resolved absolute path rather than (root, relative) — the edit tool.
+    Inside ``with rooted(repo_root):`` a path below that root is opened from the root, as the walk
+    opens it (folders above the root are never opened one by one: one may be traverse-only);
+    elsewhere from the filesystem's anchor.
     No visibility rules here (judge those with resolve_visible first); the same file-kind and
     hard-link policy as open_in_root. ``write_dir=True`` returns a descriptor of the file's
     folder instead (-1 where the OS has no openat), for writing a temp file beside it.
     """
     path = Path(resolved)
-    anchor = Path(path.anchor)
+    root = _ROOT.get()
+    anchor = root if root is not None and path != root and path.is_relative_to(root) else Path(path.anchor)
     parts = path.relative_to(anchor).parts
     if not parts:
         raise ToolError("that path is not a file")
@@ -515,6 +519,19 @@ def open_resolved(resolved, write_dir: bool = False):
     if write_dir:
         return _open_fd(anchor, parts[:-1], want_dir=True, judge=False, shown=shown)
     return os.fdopen(_open_fd(anchor, parts, want_dir=False, judge=False, shown=shown), "rb")
+
+
+_ROOT: contextvars.ContextVar[Path | None] = contextvars.ContextVar("tools_root", default=None)
+
+
+@contextmanager
+def rooted(repo_root):
+    """``with rooted(repo_root):`` open_resolved opens paths below ``repo_root`` from it."""
+    token = _ROOT.set(Path(repo_root).resolve())
+    try:
+        yield
+    finally:
+        _ROOT.reset(token)
 
 
 class _OpenDirectory:

@@ -145,7 +145,13 @@ class EditPolicy:
 def edit_file_tool(args, repo_root, policy: EditPolicy, plan_edit) -> str:
     """The edit_file tool: check the edit with ``plan_edit`` (stretch.plan_edit, S2), then show it
     (dry run) or write it once the user has confirmed. Refusals come back as "Error: ..." text the
-    model reads, never as an exception; every call is recorded in ``policy.log``."""
+    model reads, never as an exception; every call is recorded in ``policy.log``. Files are opened
+    from ``repo_root`` down (tools.rooted), never from the filesystem's root."""
+    with tools.rooted(repo_root):
+        return _edit_file(args, repo_root, policy, plan_edit)
+
+
+def _edit_file(args, repo_root, policy: EditPolicy, plan_edit) -> str:
     problem = _edit_arguments_problem(args)
     if problem:
         return f"Error: {problem}"

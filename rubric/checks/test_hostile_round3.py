@@ -432,15 +432,20 @@ def _as_another_user(work):
     return json.loads(data or b"{}")
 
 
-def test_citations_and_edits_work_below_a_traverse_only_folder(tmp_path):
+@pytest.mark.parametrize("passing", ["O_PATH", "read"])
+def test_citations_and_edits_work_below_a_traverse_only_folder(passing, monkeypatch):
+    """passing: how folders on the way down are opened; "read" is what macOS does (no O_PATH), and
+    the edit still works because the edit tool opens from the repository root (tools.rooted)."""
+    import shutil
     import tempfile
 
-    if not hasattr(os, "O_PATH"):
-        pytest.skip("the openers pass through folders with O_PATH (Linux); elsewhere an edit below a "
-                    "traverse-only folder is still refused")
     import stretch
-    from stretch_provided import apply_edit
+    from stretch_provided import EditPolicy
 
+    if passing == "O_PATH" and not hasattr(os, "O_PATH"):
+        pytest.skip("no O_PATH on this OS (the 'read' case covers it)")
+    if passing == "read":
+        monkeypatch.setattr(repo_files, "_PASS_FLAGS", repo_files._READ_FLAGS)
     locked = Path(tempfile.mkdtemp(prefix="hostile3-locked-"))
     try:
         repo = locked / "repo"
@@ -459,22 +464,21 @@ def test_citations_and_edits_work_below_a_traverse_only_folder(tmp_path):
             with tools.recording():
                 tools.read_file(repo, "app.py")
                 cited = citations.check_citations("app.py:1", repo, [], [])
-            edit = stretch.plan_edit(repo, "app.py", "total = 1", "total = 2")
-            apply_edit(edit)
+            said = stretch.edit_file_tool({"path": "app.py", "old_string": "total = 1", "new_string": "total = 2"},
+                                          repo, EditPolicy(apply=True, confirm=lambda edit: True))
             try:
                 repo_files.open_resolved(repo / "missing.py")
                 error = ""
             except tools.ToolError as exc:
                 error = str(exc)
             return {"listable": listable, "grounded": cited[0].grounded, "reason": cited[0].reason,
-                    "text": (repo / "app.py").read_text(), "error": error}
+                    "said": said, "text": (repo / "app.py").read_text(), "error": error}
 
         result = _as_another_user(work)
     finally:
         os.chmod(locked, 0o700)
-        import shutil
         shutil.rmtree(locked, ignore_errors=True)
-    assert "error" not in result or result.get("text"), result
+    assert "text" in result, result
     assert result["listable"] is False, ("the case did not build: the folder was readable", result)
     assert result["grounded"] and result["text"] == "total = 2\n", result
     assert result["error"] and str(locked) not in result["error"] and "missing.py" in result["error"], result

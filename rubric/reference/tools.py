@@ -26,7 +26,7 @@ from repo_files import (  # noqa: F401
     MAX_WALK_DEPTH, MAX_WALK_DIRS, MAX_WALK_FILES, SECRET_FILE_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
     VIRTUALENV_MARKERS, ToolError, TreeReader, count_lines, current_record, display_path, excluded_name,
     is_excluded, is_virtualenv, iter_repo_files, open_in_root, open_resolved, printable,
-    read_text_in_root, recording, relative_parts, shorten, split_lines,
+    read_text_in_root, recording, relative_parts, rooted, shorten, split_lines,
     _OpenDirectory, _excluded_message, _inside_virtualenv, _is_binary, _is_junction, _lexists_in,
     _encodable, _read_window, _record,
 )
