@@ -26,8 +26,15 @@ def import_litellm():
     too), and any variable that appears or changes meanwhile is put back. Its import-time
     warnings are silenced, and the warnings its reply conversion raises are kept off the terminal.
     """
-    if "litellm" in sys.modules:
-        return sys.modules["litellm"]
+    litellm = sys.modules.get("litellm") or _import_without_dotenv()
+    # pydantic's "serializer warnings" about a malformed reply: the one line of describe_error says it
+    warnings.filterwarnings("ignore", module=r"pydantic(\.|$)")
+    warnings.filterwarnings("ignore", module=r"litellm(\.|$)")
+    litellm.suppress_debug_info = True  # set each time: whoever imported it first may not have
+    return litellm
+
+
+def _import_without_dotenv():
     import dotenv
 
     before = dict(os.environ)
@@ -43,10 +50,6 @@ def import_litellm():
         for name in set(os.environ) - set(before):
             del os.environ[name]
         os.environ.update({k: v for k, v in before.items() if os.environ.get(k) != v})
-    # pydantic's "serializer warnings" about a malformed reply: the one line of describe_error says it
-    warnings.filterwarnings("ignore", module=r"pydantic(\.|$)")
-    warnings.filterwarnings("ignore", module=r"litellm(\.|$)")
-    litellm.suppress_debug_info = True
     return litellm
 
 

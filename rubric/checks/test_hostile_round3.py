@@ -498,7 +498,9 @@ def test_a_hostile_answer_prints_escaped_in_json_and_plain_output(tmp_path, monk
                             "COPILOT_NO_DOTENV": "1", "COPILOT_CACHE_DIR": str(tmp_path / "cache")}.items():
             monkeypatch.setenv(name, value)
         codes = [copilot.main(["--repo", str(FIXTURE_REPO), "--no-context", *flags, "q"]) for flags in (["--json"], [])]
-    document, plain = capsys.readouterr().out.split("\n", 1)
+    printed = capsys.readouterr().out
+    document, plain = printed.split("\n", 1)
+    assert document.startswith("{"), (codes, printed[:600])
     assert codes[0] == codes[1] in (0, 1), codes
     for printed in (document, plain):
         assert not any(ch in printed for ch in "\x9b\u202e\u202c\ud800"), ascii(printed)
