@@ -607,6 +607,27 @@ def split_lines(text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
+def matching_lines(data: bytes, needle: str):
+    """Yield (line number, line) for each line of ``data`` containing ``needle`` (already lowered),
+    lines numbered as split_lines numbers them. An ASCII needle is found in the raw bytes, lowered
+    once (bytes.lower changes ASCII only, so positions hold): only matching lines are decoded."""
+    if not needle.isascii():
+        for number, line in enumerate(split_lines(data.decode("utf-8", "replace")), 1):
+            if needle in line.lower():
+                yield number, line
+        return
+    wanted, low = needle.encode(), data.lower()
+    number, counted, at = 1, 0, low.find(wanted)
+    while at >= 0:
+        number += data.count(b"\n", counted, at)
+        counted = at
+        start, end = data.rfind(b"\n", 0, at) + 1, data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        line = data[start:end].decode("utf-8", "replace")
+        yield number, line[:-1] if line.endswith("\r") else line
+        at = low.find(wanted, end)
+
+
 def _is_binary(prefix: bytes) -> bool:
     return b"\x00" in prefix
 

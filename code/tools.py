@@ -25,7 +25,7 @@ from repo_files import (  # noqa: F401
     BINARY_SNIFF_BYTES, EXCLUDED_DIRS, KEY_FILE_NAMES, MAX_ECHO_CHARS, MAX_LINE_CHARS, MAX_SCAN_BYTES,
     MAX_WALK_DEPTH, MAX_WALK_DIRS, MAX_WALK_FILES, SECRET_FILE_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
     VIRTUALENV_MARKERS, ToolError, TreeReader, count_lines, current_record, display_path, excluded_name,
-    is_excluded, is_virtualenv, iter_repo_files, open_in_root, open_resolved, printable,
+    is_excluded, is_virtualenv, iter_repo_files, matching_lines, open_in_root, open_resolved, printable,
     read_text_in_root, recording, relative_parts, rooted, shorten, split_lines,
     _OpenDirectory, _excluded_message, _inside_virtualenv, _is_binary, _is_junction, _lexists_in,
     _encodable, _read_window, _record,
@@ -240,20 +240,18 @@ def search_code(repo_root, query) -> str:
                 continue
             if _is_binary(data[:BINARY_SNIFF_BYTES]):
                 continue
-            text = data.decode("utf-8", "replace")
-            if not ascii_query and needle not in text.lower():
+            if not ascii_query and needle not in data.decode("utf-8", "replace").lower():
                 continue
-            for number, line in enumerate(split_lines(text), 1):
-                if needle in line.lower():
-                    total += 1
-                    if len(hits) < MAX_SEARCH_HITS:
-                        line_text = line.strip()
-                        if len(line_text) > MAX_HIT_CHARS:
-                            line_text = line_text[:MAX_HIT_CHARS] + " [...]"
-                        hits.append(f"{printable(rel)}:{number}: {line_text}")
-                        _record(rel, number, number)
-                    if total >= MAX_SEARCH_MATCHES or number % 4096 == 0 and time.monotonic() > give_up:
-                        break
+            for number, line in matching_lines(data, needle):
+                total += 1
+                if len(hits) < MAX_SEARCH_HITS:
+                    line_text = line.strip()
+                    if len(line_text) > MAX_HIT_CHARS:
+                        line_text = line_text[:MAX_HIT_CHARS] + " [...]"
+                    hits.append(f"{printable(rel)}:{number}: {line_text}")
+                    _record(rel, number, number)
+                if total >= MAX_SEARCH_MATCHES or total % 256 == 0 and time.monotonic() > give_up:
+                    break
     if not hits:
         return "\n".join([f"No matches for {query!r}. Try a shorter or different identifier, or list_directory.", *notes])
     if total > len(hits):

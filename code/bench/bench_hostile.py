@@ -2,7 +2,8 @@
 
     python bench/bench_hostile.py        # from code/; about a minute; builds its trees in a temp folder
 
-  search   tools.search_code("x") and a non-ASCII query over 128 identical 2 MB files
+  search   tools.search_code over 128 identical 2 MB files: "x" (every line), a non-ASCII query
+           and one found nowhere, and "marker" (the last line of each file)
   index    context_selector.load_index on that tree, and on 1,024 files of 128 KB (131 MB)
   drip     one chat call and one embedding call against a loopback server sending one byte
            every 0.2 s, under a 3 s deadline
@@ -49,11 +50,13 @@ def main() -> int:
     try:
         big = work / "big"
         big.mkdir()
-        block = ("x = 1  # a line with an x\n" * (2_000_000 // 26)).encode()[:2_000_000]
+        block = ("x = 1  # a line with an x\n" * (1_999_000 // 26)).encode() + b"marker = 1\n"
         for i in range(128):
             (big / f"f{i:03}.py").write_bytes(block)
         timed("search_code('x'), 128 x 2 MB", lambda: tools.search_code(big, "x"))
         timed("search_code('\u00fc'), 128 x 2 MB", lambda: tools.search_code(big, "\u00fc"))
+        timed("search_code('nowhere'), 128 x 2 MB", lambda: tools.search_code(big, "nowhere"))
+        timed("search_code('marker'), once per file", lambda: tools.search_code(big, "marker"))
         timed("load_index, 128 x 2 MB", lambda: context_selector.load_index(big, cache_dir=work / "c1").n_chunks)
         many = work / "many"
         many.mkdir()

@@ -264,6 +264,14 @@ def test_search_stops_at_its_match_budget_with_a_note(tmp_path):
     assert f"of more than {tools.MAX_SEARCH_MATCHES:,} matches" in result
 
 
+@pytest.mark.parametrize("needle", ["x", "end", "\u00e9", "a b"])
+def test_matching_lines_numbers_lines_as_split_lines_does(needle):
+    data = "a b\nXx b\r\nno\n\nend x\u00e9 END\n\xe9\nlast x".encode() + b"\xff x\n"
+    by_line = [(n, line) for n, line in enumerate(tools.split_lines(data.decode("utf-8", "replace")), 1)
+               if needle in line.lower()]
+    assert list(repo_files.matching_lines(data, needle)) == by_line
+
+
 def test_search_stops_at_its_time_budget_with_a_note(tmp_path, monkeypatch):
     for i in range(3):
         (tmp_path / f"f{i}.py").write_text("y = 1\n")
