@@ -93,10 +93,16 @@ def grade_one(path: Path, args, out: Path | None) -> dict:
     return result
 
 
+def _stop(*_):
+    """SIGTERM: every learner command ends now (not when its thread next looks), then exit."""
+    runner.end_all()
+    sys.exit(143)
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # A kill of the grader becomes SystemExit, so the learner processes it started are killed too.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGTERM, _stop)
     kind, why = grader.choose_sandbox(sandbox_of(args))
     if not kind:
         print(f"grade.py: refusing to run learner code: {why}; {grader.sandbox_mod.HOW_TO_GET_ONE}", file=sys.stderr)
@@ -130,7 +136,8 @@ def main(argv=None) -> int:
     if args.csv:
         report.write_csv(rows, args.csv)
         print(f"grade.py: {len(rows)} rows written to {args.csv}; reports in {out}/", file=sys.stderr)
-    return 0 if len(rows) == len(learners) else 1
+    failed = [learner for learner in learners if results.get(learner, {}).get("could_not_grade")]
+    return 0 if len(rows) == len(learners) and not failed else 1   # every row written; 1 says some could not be graded
 
 
 if __name__ == "__main__":

@@ -81,7 +81,7 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
             "board": board, "battery": battery, "defences": defences, "simulated": simulated,
             "evaluation": evaluation, "missing_modules": missing,
             "signals": _guarded(unreadable, "learner_code.signals", [], learner_code.signals, root / "code"),
-            "integrity": learner_code.integrity(root),
+            "integrity": _guarded(unreadable, "integrity", learner_code.empty_integrity(), learner_code.integrity, root),
             "understanding": _guarded(unreadable, "UNDERSTANDING.md", {"exists": False},
                                       documents.understanding, root / "UNDERSTANDING.md"),
             "failure": _guarded(unreadable, "FAILURE_ANALYSIS.md", {"exists": False}, documents.failure_analysis,
@@ -142,14 +142,18 @@ def assemble(submission: Path, ev: dict, stretch: bool, notes) -> dict:
             (ev["defences"].command, ev["defences"].ran.describe()),
             (ev["simulated"].command, ev["simulated"].ran.describe()),
             (ev["evaluation"].command, ev["evaluation"].ran.describe())]
+    ran = [b.ran, ev["battery"].ran, ev["defences"].ran, ev["simulated"].ran, ev["evaluation"].ran]
+    cpu = [r.cpu_seconds for r in ran if r is not None and getattr(r, "cpu_seconds", None) is not None]
     return {
         "sandbox": ev.get("sandbox", "none"), "limits": ev.get("limits", ""), "unreadable": ev.get("unreadable", []),
+        "learner_cpu_seconds": round(sum(cpu), 1) if cpu else None,
         "learner": submission.resolve().name, "submission": str(submission), "lab": lab_version(),
         "criteria": out, "total": sum(c["points"] for c in out), "max_total": sum(c["weight"] for c in out),
         "integrity": integ, "runs": runs, "copy_notes": notes.skipped,
         "board": {m.id: b.line(m.id) for m in board_mod.milestones(stretch)},
         "tests": [asdict(t) for t in b.tests],
-        "battery": ev["battery"].classes(), "understanding": ev["understanding"], "failure_analysis": ev["failure"],
+        "battery": ev["battery"].classes(), "parse_observed": ev["battery"].parse_summary(),
+        "understanding": ev["understanding"], "failure_analysis": ev["failure"],
         "saved_runs": ev["saved_runs"],
         "note": "Suggested levels only: the instructor decides.",
     }
@@ -208,6 +212,12 @@ def code_block(text: str) -> str:
 
 def _ev_loop(c, ev):
     lines = ["- Tests named in the rubric:"] + _test_lines(ev["board"], c.tests)
+    parsed = ev["battery"].parse_summary()
+    if parsed["of"]:
+        lines.append(f"- `parse_tool_calls` observed in the sandbox and judged by the grader (inputs drawn per run): "
+                     f"{'not started' if parsed['not_started'] else str(parsed['correct']) + ' of ' + str(parsed['of'])} "
+                     "cases as its contract says")
+        lines += [f"    - {w}" for w in parsed["wrong"][:4] if not parsed["not_started"]]
     runaway = (ev["defences"].blocks or {}).get("runaway")
     if runaway:
         lines.append(f"- `break_and_observe.py runaway` on the learner's unbroken code: ended {code(runaway.get('ended', '?'))}, "

@@ -216,10 +216,14 @@ def _body(fn) -> str:
     return "\n".join(ast.unparse(s) for s in body)
 
 
+def empty_integrity() -> dict:
+    return {"modules": {}, "functions": {}, "guarded_edited": [], "guarded_missing": [], "guarded_added": [],
+            "provided_edited": [], "not_shipped": [], "refused_modules": []}
+
+
 def integrity(sub: Path) -> dict:
     """What changed in the submission compared with the lab it came from."""
-    report = {"modules": {}, "functions": {}, "guarded_edited": [], "guarded_missing": [], "guarded_added": [],
-              "provided_edited": [], "not_shipped": [], "refused_modules": []}
+    report = empty_integrity()
     reference = LAB_ROOT / "rubric" / "reference"
     for module in LEARNER_MODULES:
         entry = report["modules"][module] = {"exists": (sub / "code" / module).is_file(), "error": "", "changed": []}
