@@ -60,11 +60,28 @@ def _evidence_tests(body: str) -> list:
     return tests
 
 
+MARKS = (None, "READ", "HOLD")
+CONFIDENCE = ("high", "medium", "low")
+
+
 @dataclass
 class Suggestion:
+    """One criterion's suggestion, and how far the instructor can take it as it is.
+
+    mark None: the evidence decides (tests, probes, pasted blocks), confirm at a glance.
+    mark "READ": a suggested level the instructor confirms by reading ``quotes`` (the few
+        sentences it rests on).
+    mark "HOLD": talk to the learner first (reference solution, edited tests, a shadowing
+        file): ``level`` is "HOLD", never a level, and earns no points until decided.
+    ``rule`` names the rule that decided; ``confidence`` is high, medium or low.
+    """
     level: str
     reasons: list
     points: int = 0
+    mark: str | None = None
+    rule: str = ""
+    confidence: str = "medium"
+    quotes: list = field(default_factory=list)
 
 
 def suggest(rubric: dict, ev: dict) -> dict:
@@ -72,8 +89,11 @@ def suggest(rubric: dict, ev: dict) -> dict:
     rules = {1: _implementation, 2: _loop, 3: _sandbox, 4: _understanding, 5: _failure, 6: _evaluation, 7: _starcall}
     out = {}
     for number, rule in rules.items():
-        level, reasons = rule(rubric[number], ev)
-        out[number] = Suggestion(level, reasons, rubric[number].points[level])
+        s = rule(rubric[number], ev)
+        if isinstance(s, tuple):
+            s = Suggestion(*s, rule=f"C{number}.{s[0].lower()}")
+        s.points = 0 if s.mark == "HOLD" else rubric[number].points[s.level]
+        out[number] = s
     return out
 
 

@@ -77,7 +77,8 @@ def assemble(submission: Path, ev: dict, stretch: bool, notes) -> dict:
         s = suggestions[number]
         sig = [asdict(x) for x in ev["signals"] if x.criterion == number]
         out.append({"number": number, "title": c.title, "weight": c.weight, "level": s.level, "points": s.points,
-                    "reasons": s.reasons, "evidence": builders[number](c, ev), "signals": sig})
+                    "reasons": s.reasons, "mark": s.mark, "rule": s.rule, "confidence": s.confidence,
+                    "quotes": s.quotes, "evidence": builders[number](c, ev), "signals": sig})
     integ = _integrity(ev)
     b = ev["board"]
     what = "the M1-M4 test files (--quick)" if ev.get("quick") else "code/tests" + (" --stretch" if stretch else "")
