@@ -11,7 +11,7 @@ from pathlib import Path
 
 from grading import board as board_mod
 from grading import battery as battery_mod
-from grading import cli_runs, criteria, documents, learner_code, runner, workspace
+from grading import cli_runs, criteria, documents, learner_code, prose, runner, similarity, workspace
 from grading.report import code
 from grading.workspace import LAB_ROOT
 
@@ -56,7 +56,10 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
             "failure": documents.failure_analysis(root / "FAILURE_ANALYSIS.md", simulated.blocks or {},
                                                   evaluation.text() if evaluation.ok else ""),
             "saved_runs": documents.saved_runs(root), "quick": quick, "as_submitted": as_submitted,
+            "reference_matches": similarity.reference_matches(root / "code"),
+            "shadowing": documents.shadowing_modules(root),
         }
+        ev["prose"] = prose.review(root, ev["understanding"], ev["failure"], simulated.blocks or {})
         result = assemble(submission, ev, stretch, notes)
     finally:
         if keep:
@@ -195,9 +198,12 @@ def _ev_understanding(c, ev):
         if a["key"] == "StarcallOS":
             continue
         state = "answered" if a["answered"] else "**template / empty**"
+        r = ev.get("prose", {}).get("answers", {}).get(a["key"], {})
         lines.append(f"- Q{a['key']} {a['title'].split('.', 1)[-1].strip()}: {state}, {a['words']} words (After M6: "
-                     f"{a['after_m6_words']}); key words from its note: {', '.join(a['key_words_found']) or 'none'}"
-                     + (f"; not used: {', '.join(a['key_words_missing'])}" if a["key_words_missing"] else ""))
+                     f"{a['after_m6_words']}); specific: {', '.join(r.get('specific', [])) or 'nothing'}; "
+                     f"engages its question: {'yes' if r.get('engages') else 'no'}")
+        lines += [f"    - `{c['claim']}` {'checks out' if c['ok'] else 'does not match its line' if c['ok'] is False else 'not found'}"
+                  f": line reads {code(c['line'])}" for c in r.get("claims", [])[:3]]
         if a["answered"]:
             lines.append("    " + documents_quote(a["excerpt"]))
         for s in a["lifted_from_lesson"]:
@@ -231,8 +237,9 @@ def _ev_failure(c, ev):
         if "your code" not in b.get("pasted_ran", "your code") and b.get("evidence_block"):
             lines.append(f"    - the pasted block says it ran on {code(b['pasted_ran'])}, not the learner's own code")
     mine = fa.get("my_case", {})
-    lines.append(f"- Right evidence, wrong answer / My case: {mine.get('words', 0)} words"
-                 + ("; names boundary vs reasoning failure" if mine.get("says_which") else ""))
+    lines.append(f"- Right evidence, wrong answer / My case: {mine.get('words', 0)} words")
+    lines += [f"- finding: {f}" for f in ev.get("prose", {}).get("failure_findings", [])[:6]
+              + ev.get("prose", {}).get("my_case_findings", [])]
     if mine.get("excerpt"):
         lines.append("    " + documents_quote(mine["excerpt"]))
     return lines
@@ -251,6 +258,7 @@ def _ev_evaluation(c, ev):
                      f"(of {e['fresh_rows']}); a table from `--model` is expected to differ")
         lines += [f"    - differs: {code(r[:160])}" for r in e["differing_rows"][:3]]
         lines.append(f"- Interpretation: {e['interpretation_words']} words")
+        lines += [f"- finding: {f}" for f in ev.get("prose", {}).get("evaluation_findings", [])[:3]]
         if e["interpretation"]:
             lines.append("    " + documents_quote(e["interpretation"]))
     else:
