@@ -20,8 +20,7 @@ from grading import synthetic
 CLASS = Path(__file__).resolve().parent / "class"
 KEY = {k: v["key"] for k, v in json.loads((CLASS / "key.json").read_text(encoding="utf-8")).items() if not k.startswith("_")}
 GENERIC = json.loads((CLASS / "generic.json").read_text(encoding="utf-8"))
-MODULE = {"safe_resolve": "tools.py", "dispatch_tool": "tools.py", "parse_tool_calls": "agent_loop.py",
-          "run_agent": "agent_loop.py"}
+MODULE = synthetic.FUNCTION_MODULE
 
 
 def _bodies(path: Path) -> dict:
@@ -34,6 +33,11 @@ def _bodies(path: Path) -> dict:
             body = lines[node.body[0].lineno - 1:node.end_lineno]
             out[node.name] = "\n".join(line[4:] for line in body)
     return out
+
+
+def own_bodies() -> dict:
+    """The class's shared honest functions (name -> body), for synthetic.make(functions=...)."""
+    return _bodies(CLASS / "own_functions.py")
 
 
 def _saved_run(kind: str, sub: Path) -> dict:
@@ -87,13 +91,11 @@ def _failure(recipe: dict) -> str:
 def build(name: str, dst: Path) -> Path:
     folder = CLASS / name
     recipe = json.loads((folder / "recipe.json").read_text(encoding="utf-8"))
-    sub = synthetic.make(dst, tests_edited=recipe.get("tests_edited", False))
-    bodies = _bodies(CLASS / "own_functions.py")
+    bodies = own_bodies()
     if (folder / "functions.py").is_file():
         bodies.update(_bodies(folder / "functions.py"))
-    for function, body in bodies.items():
-        if function not in recipe.get("stubs", []):
-            synthetic.plant(sub / "code" / MODULE[function], function, body)
+    bodies = {f: b for f, b in bodies.items() if f not in recipe.get("stubs", [])}
+    sub = synthetic.make(dst, tests_edited=recipe.get("tests_edited", False), functions=bodies)
     for rel, text in recipe.get("extra_files", {}).items():
         (sub / rel).write_text(text, encoding="utf-8")
     (sub / "UNDERSTANDING.md").write_text(_understanding(recipe), encoding="utf-8")
@@ -105,3 +107,5 @@ def build(name: str, dst: Path) -> Path:
         run = _saved_run(recipe["saved_run"], sub)
         (sub / "runs" / "why-groq.json").write_text(json.dumps(run, indent=1), encoding="utf-8")
     return sub
+
+FUNCTION_NAMES = [f"{module[:-3]}.{name}" for name, module in MODULE.items()]

@@ -110,6 +110,8 @@ def _hold(number, ev):
         return None
     integ = ev["integrity"]
     why = []
+    if all(i.get("stub") for q, i in integ.get("functions", {}).items() if q in FUNCTION_CRITERION):
+        return None   # nothing of theirs ran: the stubs' Missing says more than a hold
     edited = integ.get("guarded_edited", []) + integ.get("guarded_added", [])
     if edited:
         why.append(("HOLD.edited_tests", f"tests or harness edited: {', '.join(edited[:4])}"))
@@ -332,7 +334,7 @@ def _failure(c, ev):
     specific = [s for s, r in review.get("breaks", {}).items() if r.get("specific") and s in complete]
     mismatched = [s for s, b in breaks.items() if any(not row[3] for row in b.get("comparison", []))]
     findings = review.get("failure_findings", []) + review.get("my_case_findings", [])
-    findings += [f"pasted evidence does not match a fresh run for {s}" for s in mismatched]
+    findings += [f"pasted evidence does not match a fresh run for: {s}" for s in mismatched]
     reasons = [f"breaks complete (all five parts): {', '.join(complete) or 'none'}; specific to the break and the "
                f"learner's code: {', '.join(specific) or 'none'}"]
     quotes = [f[:300] for f in findings[:3]] or [f"{s} hypothesis: {breaks[s]['excerpts'].get('Hypothesis', '')}" for s in complete[:2]]

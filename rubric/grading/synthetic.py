@@ -225,13 +225,23 @@ def plant(path: Path, function: str, body: str) -> None:
     path.write_text("".join(lines), encoding="utf-8")
 
 
+FUNCTION_MODULE = {"safe_resolve": "tools.py", "dispatch_tool": "tools.py", "parse_tool_calls": "agent_loop.py",
+                   "run_agent": "agent_loop.py"}
+
+
 def make(dst: Path, *, code: str = "stub", mutant=None, docs: str = "template", mismatch: bool = False,
-         tests_edited: bool = False, loop_forever: bool = False, import_crash: bool = False) -> Path:
-    """A learner repository at ``dst``: the lab, with the chosen code and documents."""
+         tests_edited: bool = False, loop_forever: bool = False, import_crash: bool = False,
+         functions: dict | None = None) -> Path:
+    """A learner repository at ``dst``: the lab, with the chosen code and documents.
+
+    ``functions`` (name -> body) is planted over ``code``: a learner's own work rather than a copy
+    of rubric/reference/ (which the grader holds for a talk with the learner)."""
     shutil.copytree(LAB_ROOT, dst, ignore=_ignore)
     if code == "reference":
         for name in LEARNER_MODULES:
             shutil.copyfile(LAB_ROOT / "rubric" / "reference" / name, dst / "code" / name)
+    for name, body in (functions or {}).items():
+        plant(dst / "code" / FUNCTION_MODULE[name], name, body)
     if mutant is not None:
         plant(dst / "code" / mutant.module, mutant.function, mutant.body)
     if loop_forever:
