@@ -21,7 +21,7 @@ RUBRIC = Path(__file__).resolve().parents[1]
 if str(RUBRIC) not in sys.path:
     sys.path.append(str(RUBRIC))
 
-from grading import documents, history, similarity  # noqa: E402
+from grading import documents, history, sandbox, similarity  # noqa: E402
 from grading.workspace import LAB_ROOT  # noqa: E402
 
 import classroom  # noqa: E402
@@ -37,8 +37,9 @@ def graded(tmp_path_factory):
     for name in classroom.KEY:
         classroom.build(name, base / "submissions" / name)
     env = {k: v for k, v in os.environ.items() if k != "LESSON06_IMPL"}
+    no_sandbox = [] if sandbox.choose("auto")[0] else ["--no-sandbox"]  # as test_grade.py does
     proc = subprocess.run([sys.executable, str(RUBRIC / "grade.py"), str(base / "submissions"), "--csv",
-                           str(base / "grades.csv"), "--out", str(base / "reports"), "--jobs", "2"],
+                           str(base / "grades.csv"), "--out", str(base / "reports"), "--jobs", "2", *no_sandbox],
                           env=env, capture_output=True, text=True, timeout=1800)
     assert proc.returncode == 0, proc.stderr[-3000:]
     tool = {}

@@ -121,7 +121,7 @@ def _hold(number, ev):
     if copied:
         why.append(("HOLD.reference_match", f"{', '.join(copied)} match rubric/reference/ (normalised AST: names, "
                                             "strings and comments aside)"))
-    shadow = sorted(set(ev.get("shadowing", [])) | set(integ.get("shadowing", [])))
+    shadow = sorted({str(p[0] if isinstance(p, (list, tuple)) else p) for p in integ.get("refused_modules", [])})
     if shadow:
         why.append(("HOLD.shadowing_file", f"{', '.join(shadow[:4])} shadows a module the lab or its tests import"))
     if not why:

@@ -300,25 +300,3 @@ def _checks_out(messages, sub: Path) -> dict:
            else f"{checked} read_file lines match the files" if checked else "no read_file result to check it against")
     return {"checks_out": checked > 0 and not wrong, "check_note": why}
 
-
-def shadowing_modules(sub: Path) -> list:
-    """Files in the submission's code/ the lab never shipped whose import name is a standard-library
-    module or an installed package (``yaml.py``, ``sitecustomize.py``, any ``*.pth``): what the
-    tests import could be theirs."""
-    import importlib.metadata
-    import sys
-    from grading import history
-    code = sub / "code"
-    if not code.is_dir():
-        return []
-    shipped = history.shipped_paths("code/")
-    taken = set(sys.stdlib_module_names) | set(importlib.metadata.packages_distributions()) | {"sitecustomize", "usercustomize"}
-    out = []
-    for path in sorted(code.iterdir())[:2000]:
-        name = path.name
-        stem = name[:-3] if name.endswith(".py") else name if path.is_dir() and (path / "__init__.py").exists() else ""
-        if f"code/{name}" in shipped or name.startswith("__") or any(p.startswith(f"code/{name}/") for p in shipped):
-            continue
-        if name.endswith(".pth") or stem and stem in taken:
-            out.append(f"code/{name}")
-    return out
