@@ -113,3 +113,16 @@ def test_a_renamed_function_is_the_same_after_normalising():
     b = ast.parse("def f(value):\n    '''doc'''\n    result = value + 1  # note\n    return f'{result}!'\n").body[0]
     c = ast.parse("def f(x):\n    return x - 1\n").body[0]
     assert similarity.normalised(a) == similarity.normalised(b) != similarity.normalised(c)
+
+
+def test_hostile_prose_is_read_in_bounded_time(tmp_path):
+    import time
+    sub = sub_with(tmp_path, "agent_loop.py", "def run_agent(max_steps):\n    pass\n")
+    huge = " x.py:1" * 1_000 + "root cause named is " * 50_000 + "a.a-a/" * 100_000
+    answers = [{"key": k, "answered": True, "text": huge, "after_text": huge, "question": "q"} for k in "1234567"]
+    failure = {"breaks": {"runaway": {"prose": {"Hypothesis": huge}, "pasted": BLOCK}},
+               "evaluation": {"interpretation_text": huge, "table_text": TABLE * 1000}, "my_case": {"text": huge}}
+    started = time.monotonic()
+    out = prose.review(sub, {"answers": answers}, failure, {})
+    assert time.monotonic() - started < 10, "the prose checks must stay bounded on a huge write-up"
+    assert out["answers"]["1"]["claims"] and len(out["answers"]["1"]["claims"]) <= prose.MAX_CLAIMS

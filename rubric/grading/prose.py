@@ -15,6 +15,7 @@ the words of the question it answers rather than another's.
 from __future__ import annotations
 
 import ast
+import itertools
 import re
 from pathlib import Path
 
@@ -24,6 +25,9 @@ could does doing down each few for from further had has have having here how int
 must not now off once only other our out over own same should some such than that the their them then there
 these they this those through under until very was were what when where which while who why will with would
 you your yours""".split())
+MAX_TEXT = 20_000       # characters of one part read; a submission's prose is untrusted input
+MAX_CLAIMS = 40         # file:line claims checked per part
+MAX_NAMES = 400
 
 
 def sentences(text: str) -> list:
@@ -81,7 +85,7 @@ def file_line_claims(text: str, sub: Path) -> list:
     """[{claim, sentence, line, ok}] for each `name.py:N` in prose: ok when line N exists and holds
     (or sits in the function named) one of the code names of the sentence; None when unverifiable."""
     out = []
-    for m in re.finditer(r"\b([\w/.-]+\.py):(\d+)(?:-\d+)?\b", text):
+    for m in itertools.islice(re.finditer(r"\b([\w/.-]+\.py):(\d+)(?:-\d+)?\b", text), MAX_CLAIMS):
         rel, number = m.group(1), int(m.group(2))
         sentence = _sentence_with(text, m.group(0))
         path = _file(sub, rel)
@@ -204,23 +208,23 @@ def my_case_label(text: str) -> list:
 
 def review(sub: Path, understanding: dict, failure: dict, fresh_blocks: dict) -> dict:
     """Findings (contradictions, boilerplate) and specificity, per document part."""
-    names = code_names(sub / "code")
+    names = set(sorted(code_names(sub / "code"))[:MAX_NAMES])
     out = {"answers": {}, "understanding_findings": [], "breaks": {}, "failure_findings": [],
            "evaluation_findings": [], "evaluation_specific": [], "my_case_findings": []}
     answers = [a for a in understanding.get("answers", []) if a.get("answered")]
     for a in answers:
-        text = f"{a['text']} {a['after_text']}".strip()
+        text = f"{a['text']} {a['after_text']}".strip()[:MAX_TEXT]
         others = [b["question"] for b in understanding.get("answers", []) if b["key"] != a["key"]]
         claims = file_line_claims(text, sub)
         out["answers"][a["key"]] = {"specific": specific(text, names), "engages": engages(text, a["question"], others),
                                     "claims": claims}
         out["understanding_findings"] += [f"Q{a['key']}: {c['claim']} is line {c['line']!r}, not what the sentence "
                                           f"says: {c['sentence']}" for c in claims if c["ok"] is False]
-    for sentence, keys in repeated({a["key"]: a["text"] for a in answers}).items():
+    for sentence, keys in repeated({a["key"]: a["text"][:MAX_TEXT] for a in answers}).items():
         out["understanding_findings"].append(f"the same sentence in answers {', '.join(keys)}: {sentence[:200]}")
     texts = {}
     for scenario, b in failure.get("breaks", {}).items():
-        parts = b.get("prose", {})
+        parts = {p: t[:MAX_TEXT] for p, t in b.get("prose", {}).items()}
         text = " ".join(parts.values())
         claims = file_line_claims(text, sub)
         found = against_block(scenario, text, b.get("pasted"), fresh_blocks.get(scenario))
@@ -234,10 +238,11 @@ def review(sub: Path, understanding: dict, failure: dict, fresh_blocks: dict) ->
         out["failure_findings"].append(f"the same sentence in {len(keys)} sections ({', '.join(keys[:4])}): {sentence[:200]}")
     e = failure.get("evaluation") or {}
     if e:
-        out["evaluation_findings"] = evaluation_reading(e.get("interpretation_text", ""), e.get("table_text", ""))
-        table = _table(e.get("table_text", ""))
-        said = e.get("interpretation_text", "").lower()
+        said = e.get("interpretation_text", "")[:MAX_TEXT]
+        out["evaluation_findings"] = evaluation_reading(said, e.get("table_text", "")[:MAX_TEXT])
+        table = _table(e.get("table_text", "")[:MAX_TEXT])
+        said = said.lower()
         out["evaluation_specific"] = [c for c in table if c in said] + \
             [v for c in table for v in table[c] if re.search(rf"(?<![\w/]){re.escape(v)}(?![\w/])", said) and "/" in v][:6]
-    out["my_case_findings"] = my_case_label((failure.get("my_case") or {}).get("text", ""))
+    out["my_case_findings"] = my_case_label((failure.get("my_case") or {}).get("text", "")[:MAX_TEXT])
     return out

@@ -26,6 +26,7 @@ FUNCTIONS = {"tools.py": ("safe_resolve", "dispatch_tool"), "agent_loop.py": ("p
 FUNCTION_THRESHOLD = 0.97   # difflib ratio of the normalised dumps; 1.0 is the same function
 PROSE_THRESHOLD = 0.5       # share of the smaller write-up's shingles found in the other
 SHINGLE = 6                 # words per shingle
+MAX_WORDS = 20_000          # of one learner's prose (both documents) compared
 MAX_SOURCE = 2_000_000
 
 
@@ -128,7 +129,7 @@ def similar_pairs(submissions) -> list:
             subs[Path(p).name] = Path(p)
     funcs = {name: functions(path / "code") for name, path in subs.items()}
     funcs["rubric/reference"] = functions(LAB_ROOT / "rubric" / "reference")
-    words = {name: re.findall(r"[\w'.-]+", prose_text(path).lower()) for name, path in subs.items()}
+    words = {name: re.findall(r"[\w'.-]+", prose_text(path).lower())[:MAX_WORDS] for name, path in subs.items()}
     out = []
     for a, b in itertools.combinations(sorted(funcs), 2):
         same = []
