@@ -2,8 +2,8 @@
 
 The class is data in rubric/checks/class/ (built by classroom.py); class/key.json holds the hand
 grades, committed before the grader was first run on the class. Slow on purpose: one folder-mode
-grading of 14 learners through the command line (about 4 minutes on 2 busy cores); the other
-tests here take well under a second.
+grading of 14 learners through the command line, in the sandbox where there is one (7.5 minutes
+on 2 cores shared with other work, 35-90 s per learner); the other tests here take under a second.
 """
 
 from __future__ import annotations
