@@ -248,7 +248,7 @@ def _sandbox(c, ev):
     sig = {s.label: s for s in ev["signals"] if s.function in ("safe_resolve", "dispatch_tool")}
     found = lambda start: any(lab.startswith(start) and s.found for lab, s in sig.items())  # noqa: E731
     pattern = []
-    if found("string-prefix") and not found("containment by components"):
+    if found("string-prefix") and not found("containment by components") and not found("no containment check"):
         pattern.append("containment checked by string prefix only")
     if found("normpath"):
         pattern.append("normpath/abspath without resolving symlinks")

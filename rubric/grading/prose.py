@@ -139,8 +139,9 @@ def _calls(value: str):
     return int(m.group(1).replace(",", "")) if m else None
 
 
-def against_block(scenario: str, text: str, pasted: dict, fresh: dict) -> list:
-    """Contradictions between a break's prose and its pasted (or the fresh) evidence block."""
+def against_block(scenario: str, text: str, pasted: dict, fresh: dict, reading: str = "") -> list:
+    """Contradictions between a break's prose and its pasted (or the fresh) evidence block;
+    ``reading`` (the sentences beside the block) is also checked for how the run ended."""
     found = []
     block = pasted or fresh or {}
     if not block:
@@ -158,6 +159,13 @@ def against_block(scenario: str, text: str, pasted: dict, fresh: dict) -> list:
     if no_leak and leaked.startswith("yes"):
         found.append(f"{scenario}: says {no_leak.group(0)!r}; the evidence block says leaked "
                      f"{block.get('leaked')!r}: " + _sentence_with(text, no_leak.group(0)))
+    ended = block.get("ended", "").strip().lower()
+    for claim, kind in ((r"\b(stopped|ended|returned|stops)\b[^.]{0,40}\b(MAX_STEPS_REACHED|at max_steps|its own cap)", "max_steps"),
+                        (r"\b(harness ceiling|never stopped by itself|only the harness)", "harness ceiling")):
+        said = re.search(claim, reading, re.I)
+        if said and ended and not ended.startswith(kind):
+            found.append(f"{scenario}: the reading says {said.group(0)!r}; the evidence block says ended "
+                         f"{block.get('ended', '')[:80]!r}: " + _sentence_with(reading, said.group(0)))
     return found
 
 
@@ -227,7 +235,7 @@ def review(sub: Path, understanding: dict, failure: dict, fresh_blocks: dict) ->
         parts = {p: t[:MAX_TEXT] for p, t in b.get("prose", {}).items()}
         text = " ".join(parts.values())
         claims = file_line_claims(text, sub)
-        found = against_block(scenario, text, b.get("pasted"), fresh_blocks.get(scenario))
+        found = against_block(scenario, text, b.get("pasted"), fresh_blocks.get(scenario), parts.get("Evidence", ""))
         found += [f"{scenario}: {c['claim']} is line {c['line']!r}, not what the sentence says: {c['sentence']}"
                   for c in claims if c["ok"] is False]
         out["breaks"][scenario] = {"specific": specific(text, names), "findings": found,
