@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
-from grading import grader, report, runner  # noqa: E402
+from grading import grader, report, runner, similarity  # noqa: E402
 
 # Before anything else, and before any child: no key stays in this process for learner code to find.
 runner.drop_own_secrets()
@@ -133,6 +133,9 @@ def main(argv=None) -> int:
             print(f"[{done}/{len(learners)}] {learner.name}: {result['total']}/{result['max_total']} suggested, "
                   f"{result['seconds']} s" + (f", flags: {', '.join(flags)}" if flags else ""), file=sys.stderr, flush=True)
     rows = [report.csv_row(results[learner]) for learner in learners if learner in results]  # in name order
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "class.json").write_text(json.dumps({"similar_pairs": similarity.similar_pairs(learners)}, indent=1),
+                                    encoding="utf-8")
     if args.csv:
         report.write_csv(rows, args.csv)
         print(f"grade.py: {len(rows)} rows written to {args.csv}; reports in {out}/", file=sys.stderr)

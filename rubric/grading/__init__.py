@@ -13,7 +13,10 @@ Modules, in the order a submission meets them (grader.grade runs them all):
     learner_code  AST signals from the learner functions, and the integrity comparisons
     history       every shipped version of a lab file (the grader's copy and its git history)
     documents     UNDERSTANDING.md, FAILURE_ANALYSIS.md and saved runs, against templates and reruns
-    criteria      the rubric's weights (read from rubric.md) and a suggested level per criterion
+    prose         the learner's prose checked against their own evidence and code; its specificity
+    similarity    normalised functions and prose compared across a class and with the reference
+    criteria      the rubric's weights (read from rubric.md) and a suggested level per criterion,
+                  with its mark (HOLD, READ), the rule that decided and a confidence
     report        Markdown, JSON and CSV
     synthetic     submissions built from the lab, for rubric/checks/test_grade.py and the benchmark
 """

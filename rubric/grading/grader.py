@@ -12,7 +12,7 @@ from pathlib import Path
 
 from grading import board as board_mod
 from grading import battery as battery_mod
-from grading import cli_runs, criteria, documents, learner_code, runner, workspace
+from grading import cli_runs, criteria, documents, learner_code, prose, runner, similarity, workspace
 from grading import sandbox as sandbox_mod
 from grading.sandbox import Box
 from grading.report import code
@@ -90,7 +90,11 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
             "saved_runs": _guarded(unreadable, "saved runs", [], documents.saved_runs, root),
             "quick": quick, "as_submitted": as_submitted, "sandbox": box.kind, "limits": box.limits,
             "unreadable": unreadable,
+            "reference_matches": _guarded(unreadable, "similarity.reference_matches", [], similarity.reference_matches,
+                                          root / "code"),
         }
+        ev["prose"] = _guarded(unreadable, "prose review", {}, prose.review, root, ev["understanding"], ev["failure"],
+                               simulated.blocks or {})
         result = assemble(submission, ev, stretch, notes)
     finally:
         if keep:
@@ -132,7 +136,8 @@ def assemble(submission: Path, ev: dict, stretch: bool, notes) -> dict:
         s = suggestions[number]
         sig = [asdict(x) for x in ev["signals"] if x.criterion == number]
         out.append({"number": number, "title": c.title, "weight": c.weight, "level": s.level, "points": s.points,
-                    "reasons": s.reasons, "evidence": builders[number](c, ev), "signals": sig})
+                    "reasons": s.reasons, "mark": s.mark, "rule": s.rule, "confidence": s.confidence,
+                    "quotes": s.quotes, "evidence": builders[number](c, ev), "signals": sig})
     integ = _integrity(ev)
     b = ev["board"]
     what = "the M1-M4 test files (--quick)" if ev.get("quick") else "code/tests" + (" --stretch" if stretch else "")
@@ -267,9 +272,12 @@ def _ev_understanding(c, ev):
         if a["key"] == "StarcallOS":
             continue
         state = "answered" if a["answered"] else "**template / empty**"
+        r = ev.get("prose", {}).get("answers", {}).get(a["key"], {})
         lines.append(f"- Q{a['key']} {a['title'].split('.', 1)[-1].strip()}: {state}, {a['words']} words (After M6: "
-                     f"{a['after_m6_words']}); key words from its note: {', '.join(a['key_words_found']) or 'none'}"
-                     + (f"; not used: {', '.join(a['key_words_missing'])}" if a["key_words_missing"] else ""))
+                     f"{a['after_m6_words']}); specific: {', '.join(r.get('specific', [])) or 'nothing'}; "
+                     f"engages its question: {'yes' if r.get('engages') else 'no'}")
+        lines += [f"    - `{c['claim']}` {'checks out' if c['ok'] else 'does not match its line' if c['ok'] is False else 'not found'}"
+                  f": line reads {code(c['line'])}" for c in r.get("claims", [])[:3]]
         if a["answered"]:
             lines.append("    " + documents_quote(a["excerpt"]))
         for s in a["lifted_from_lesson"]:
@@ -303,8 +311,9 @@ def _ev_failure(c, ev):
         if "your code" not in b.get("pasted_ran", "your code") and b.get("evidence_block"):
             lines.append(f"    - the pasted block says it ran on {code(b['pasted_ran'])}, not the learner's own code")
     mine = fa.get("my_case", {})
-    lines.append(f"- Right evidence, wrong answer / My case: {mine.get('words', 0)} words"
-                 + ("; names boundary vs reasoning failure" if mine.get("says_which") else ""))
+    lines.append(f"- Right evidence, wrong answer / My case: {mine.get('words', 0)} words")
+    lines += [f"- finding: {f}" for f in ev.get("prose", {}).get("failure_findings", [])[:6]
+              + ev.get("prose", {}).get("my_case_findings", [])]
     if mine.get("excerpt"):
         lines.append("    " + documents_quote(mine["excerpt"]))
     return lines
@@ -323,6 +332,7 @@ def _ev_evaluation(c, ev):
                      f"(of {e['fresh_rows']}); a table from `--model` is expected to differ")
         lines += [f"    - differs: {code(r[:160])}" for r in e["differing_rows"][:3]]
         lines.append(f"- Interpretation: {e['interpretation_words']} words")
+        lines += [f"- finding: {f}" for f in ev.get("prose", {}).get("evaluation_findings", [])[:3]]
         if e["interpretation"]:
             lines.append("    " + documents_quote(e["interpretation"]))
     else:
