@@ -166,9 +166,13 @@ def twins(tmp_path_factory):
     (tmp / "instructor" / "code" / ".env").write_text(f"OPENAI_API_KEY={KEY}\n")
     (tmp / "reports").mkdir()
     listener = Listener()
-    plain = synthetic.make(tmp / "plain", code="reference", mutant=BASE, docs="filled")
+    attack = payload(tmp, listener.port)
+    # the twin carries the payload as comments: the same lines, so file:line claims in its documents match too
+    inert = "\n".join("# " + line if line.strip() else line for line in attack.splitlines())
+    plain = synthetic.make(tmp / "plain", code="reference", docs="filled")
+    synthetic.plant(plain / "code" / "tools.py", "safe_resolve", inert + "\n" + BASE.body)
     attacked = synthetic.make(tmp / "attacked", code="reference", docs="filled")
-    synthetic.plant(attacked / "code" / "tools.py", "safe_resolve", payload(tmp, listener.port) + BASE.body)
+    synthetic.plant(attacked / "code" / "tools.py", "safe_resolve", attack + "\n" + BASE.body)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OPENAI_API_KEY", KEY)   # what a careless instructor's shell holds
         results = {"plain": grader.grade(plain, quick=True, sandbox="bubblewrap"),
