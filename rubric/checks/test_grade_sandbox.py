@@ -524,3 +524,14 @@ def test_parse_and_loop_are_judged_outside_against_their_contracts(tmp_path):
     assert any("malformed JSON: crashed" in w for w in parsed["wrong"]), parsed
     assert any("two calls in one turn" in w and "expected assistant(2 calls)" in w for w in looped["wrong"]), looped
     assert any(p["probe"] == "a model that never stops" and p["result"] == "correct" for p in b.looping), b.looping
+
+
+def test_a_forged_pass_after_a_real_failure_keeps_the_failure():
+    from grading import board
+    node = "code/tests/test_m1_sandbox.py::test_x"
+    lines = [json.dumps({"nodeid": node, "event": "start"}),
+             json.dumps({"nodeid": node, "event": "call", "outcome": "failed", "message": "got: leak"}),
+             json.dumps({"nodeid": node, "event": "call", "outcome": "passed", "message": ""}),   # from atexit
+             "[" * 100_000, json.dumps(["not", "a", "record"]), json.dumps({"nodeid": 5, "event": "call"})]
+    tests = board._from_log(lines)
+    assert [(t.nodeid, t.outcome) for t in tests] == [(node, "failed")]
