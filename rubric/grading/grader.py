@@ -223,7 +223,7 @@ def _ev_loop(c, ev):
                  ev["battery"].loop_summary()))
     for what, unit, seen in observed:
         if seen["of"]:
-            lines.append(f"- {what}, observed in the sandbox and judged by the grader: " + (
+            lines.append(f"- {what}, observed in a child process and judged by the grader: " + (
                 "not started" if seen["not_started"] else f"{seen['correct']} of {seen['of']} {unit} as its contract says"))
             lines += [f"    - {w}" for w in seen["wrong"][:4] if not seen["not_started"]]
     runaway = (ev["defences"].blocks or {}).get("runaway")
