@@ -242,6 +242,21 @@ for _ in range(max_steps):
         messages.append(tool_result(call.id, result))
 return f"{MAX_STEPS_REACHED}: no final answer after {max_steps} model calls"
 """, ("test_identical_calls_each_get_their_own_result",)),
+    Mutant("reads tool_calls as an attribute", "agent_loop.py", "parse_tool_calls", """
+calls = []
+for raw in message.tool_calls or []:
+    text = raw.function.arguments
+    try:
+        arguments = json.loads(text) if text else {}
+    except (TypeError, ValueError, RecursionError) as exc:
+        calls.append(ToolCall(raw.id, raw.function.name, {}, f"arguments are not valid JSON ({exc})"))
+        continue
+    if not isinstance(arguments, dict):
+        calls.append(ToolCall(raw.id, raw.function.name, {}, "arguments must be a JSON object"))
+        continue
+    calls.append(ToolCall(raw.id, raw.function.name, arguments))
+return calls
+""", ("test_no_tool_calls_gives_empty_list[no tool_calls attribute]",)),
     Mutant("catches only JSONDecodeError", "agent_loop.py", "parse_tool_calls", """
 calls = []
 for raw in getattr(message, "tool_calls", None) or []:
