@@ -109,7 +109,7 @@ def tool_calls_of(messages) -> list[dict]:
     """Every tool call in the transcript: step, name, arguments (as sent), and whether it errored.
 
     Results are paired with calls by id, in order, each result used once: a repeated id (which
-    llm.counting's bounded_reply prevents, but a transcript may come from elsewhere) still pairs
+    llm.bounded_reply prevents, but a transcript may come from elsewhere) still pairs
     each call with its own result.
     """
     results: dict = {}
