@@ -111,7 +111,8 @@ def test_the_board_advances_one_milestone_per_step_and_shows_what_is_pending(lab
     analysis.write_text(filled_analysis(lab, tmp_path), encoding="utf-8")
     assert progress.placeholders(analysis) == 0 and progress.unwritten(analysis) == []
     proc, rows, board = board_of(lab, cache, "-k", WITHOUT_LITELLM, *core)
-    assert proc.returncode == 0 and "\u25d0" not in board and "all selected milestones pass" in board, board
+    assert proc.returncode == 0 and "all selected milestones pass" in board, board
+    assert not [row for row in rows.values() if "\u25d0" in row], board
 
 
 # --------------------------------------------------------------------------- the board after M4, state by state
@@ -211,7 +212,7 @@ def evidence_blocks(lab: Path, tmp_path: Path) -> dict[str, str]:
 def filled_analysis(lab: Path, tmp_path: Path, evidence: bool = True) -> str:
     """FAILURE_ANALYSIS.md with every placeholder replaced by a sentence of the learner's own, each
     Evidence part holding its scenario's block (``evidence``), and a pasted component table."""
-    text = (lab / "FAILURE_ANALYSIS.md").read_text(encoding="utf-8")
+    text = (REPO_ROOT / "FAILURE_ANALYSIS.md").read_text(encoding="utf-8")  # the shipped template
     for placeholder in placeholder_paragraphs(text):
         label = re.match(r"-\s+(_[^_]+_)", placeholder)
         own = "My own words about what I ran and what I saw."
