@@ -339,9 +339,10 @@ def test_the_lessons_failure_example_is_what_the_classic_bug_prints(tmp_path):
 
 
 def test_the_lessons_copilot_trace_is_what_the_copilot_prints(monkeypatch, tmp_path):
-    """Section 7's M5 trace is what `python -m harness.demo` prints: the demo's scripted turns, here
-    replayed without LiteLLM through the real tools, the citation check and the trace printer (S1's
-    reference); test_m5_counts_only_a_real_run_of_this_checkout runs the command itself."""
+    """Section 7's M5 trace is what the copilot prints for its scripted turns (which `python -m
+    harness.demo` serves through LiteLLM), here replayed without LiteLLM through the real tools, the
+    citation check and the trace printer (S1's reference); test_m5_counts_only_a_real_run_of_this_checkout
+    runs the demo command itself."""
     import importlib
     import io
 
@@ -357,9 +358,10 @@ def test_the_lessons_copilot_trace_is_what_the_copilot_prints(monkeypatch, tmp_p
     copilot, report = importlib.import_module("copilot"), importlib.import_module("report")
     shown = lesson_block_after("ran and only the model's words were scripted")
     assert "python -m harness.demo" in LESSON.read_text(encoding="utf-8"), "the lesson should say how to reproduce it"
+    question, replies = demo.sample()
     script = [turn(*(call(c["name"], c["arguments"]) for c in r["tool_calls"]), content=r["content"])
-              if r.get("tool_calls") else answer(r["content"]) for r in demo.script()]
-    result = copilot.run(demo.QUESTION, progress.CODE_DIR, complete=StrictProvider(ScriptedModel(script)))
+              if r.get("tool_calls") else answer(r["content"]) for r in replies]
+    result = copilot.run(question, progress.CODE_DIR, complete=StrictProvider(ScriptedModel(script)))
     out = io.StringIO()
     report.print_report(result, trace=True, out=out)
     printed = out.getvalue().strip("\n").splitlines()
