@@ -16,6 +16,7 @@ from __future__ import annotations
 import json
 import os
 import re
+import subprocess
 import sys
 
 from harness.fake_server import FakeServer, text_reply, tool_reply
@@ -23,9 +24,9 @@ from harness.paths import CODE_DIR, REPO_ROOT
 
 LESSON = REPO_ROOT / "lesson" / "lesson.agent.md"
 MARKER = "ran and only the model's words were scripted"   # the sentence just above the sample run
-BANNER = ("SCRIPTED DEMO: no model is called. The replies below are the sample run of lesson/lesson.agent.md, "
-          "served by the lab's fake server on 127.0.0.1; copilot.py, LiteLLM, your functions, the tools and the "
-          "citation check are real.")
+BANNER = ("SCRIPTED DEMO: no model is called. The replies below are the lesson's sample run (Section 7), served "
+          "by the lab's fake server on 127.0.0.1; copilot.py, LiteLLM, your functions, the tools and the citation "
+          "check are real.")
 
 
 def sample(text: str | None = None) -> tuple[str, list[dict]]:
@@ -46,19 +47,18 @@ def sample(text: str | None = None) -> tuple[str, list[dict]]:
 
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    if "--reference" in argv:
-        os.environ["LESSON06_IMPL"] = "reference"
-    # No real provider is asked anything: no key is sent, no embedding model is used.
-    os.environ.update({"COPILOT_API_KEY": "lesson06-demo-not-a-key", "EMBEDDING_MODEL": "",
-                       "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true"})
-    import copilot  # after the implementation is chosen
-
+    # copilot.py runs as its own process, as you would run it. No real provider is asked anything:
+    # no key is sent, no embedding model is used.
+    env = {**os.environ, "COPILOT_API_KEY": "lesson06-demo-not-a-key", "EMBEDDING_MODEL": "",
+           "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true"}
     question, replies = sample()
     print(BANNER, end="\n\n", flush=True)
     with FakeServer(replies) as server:
-        code = copilot.main(["--trace", "--repo", str(CODE_DIR), "--model", "openai/lab-fake-model",
-                             "--api-base", server.base_url, *[a for a in argv if a != "--reference"], question])
-    print("\n(SCRIPTED DEMO: the board's M5 still waits for one run with your own provider.)")
+        code = subprocess.call([sys.executable, str(CODE_DIR / "copilot.py"), "--trace", "--repo", str(CODE_DIR),
+                                "--model", "openai/lab-fake-model", "--api-base", server.base_url, *argv, question],
+                               env=env)
+    if code == 0:
+        print("\n(SCRIPTED DEMO: the board's M5 still waits for one run with your own provider.)", flush=True)
     return code
 
 
