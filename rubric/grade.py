@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
-from grading import grader, report, runner  # noqa: E402
+from grading import grader, report, runner, similarity  # noqa: E402
 
 # Before anything else, and before any child: no key stays in this process for learner code to find.
 runner.drop_own_secrets()
@@ -93,10 +93,16 @@ def grade_one(path: Path, args, out: Path | None) -> dict:
     return result
 
 
+def _stop(*_):
+    """SIGTERM: every learner command ends now (not when its thread next looks), then exit."""
+    runner.end_all()
+    sys.exit(143)
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # A kill of the grader becomes SystemExit, so the learner processes it started are killed too.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGTERM, _stop)
     kind, why = grader.choose_sandbox(sandbox_of(args))
     if not kind:
         print(f"grade.py: refusing to run learner code: {why}; {grader.sandbox_mod.HOW_TO_GET_ONE}", file=sys.stderr)
@@ -127,10 +133,14 @@ def main(argv=None) -> int:
             print(f"[{done}/{len(learners)}] {learner.name}: {result['total']}/{result['max_total']} suggested, "
                   f"{result['seconds']} s" + (f", flags: {', '.join(flags)}" if flags else ""), file=sys.stderr, flush=True)
     rows = [report.csv_row(results[learner]) for learner in learners if learner in results]  # in name order
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "class.json").write_text(json.dumps({"similar_pairs": similarity.similar_pairs(learners)}, indent=1),
+                                    encoding="utf-8")
     if args.csv:
         report.write_csv(rows, args.csv)
         print(f"grade.py: {len(rows)} rows written to {args.csv}; reports in {out}/", file=sys.stderr)
-    return 0 if len(rows) == len(learners) else 1
+    failed = [learner for learner in learners if results.get(learner, {}).get("could_not_grade")]
+    return 0 if len(rows) == len(learners) and not failed else 1   # every row written; 1 says some could not be graded
 
 
 if __name__ == "__main__":
