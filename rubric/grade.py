@@ -4,6 +4,11 @@
     python rubric/grade.py PATH --out reports/             ... also PATH.md and PATH.json there
     python rubric/grade.py SUBMISSIONS_DIR --csv grades.csv  one sub-folder per learner
     python rubric/grade.py SUBMISSIONS_DIR --csv grades.csv --jobs 1   one at a time (default: one per CPU)
+    python rubric/grade.py --finalize grades.csv --out reports/      your decisions in: final grades, feedback
+
+Folder mode also writes the class overview (OUT/class.html, or --html PATH) and, with --feedback DIR,
+a draft feedback file per learner; --finalize reads the CSV you edited (a level per criterion, HOLD
+replaced by your decision), checks it, and writes the final grades CSV and each learner's feedback.
 
 Never modifies a submission (it grades a copy), needs no key and no network, and runs learner
 code only in child processes with a timeout and a memory ceiling. It runs the lab's own tests
@@ -26,7 +31,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
-from grading import grader, report, runner  # noqa: E402
+from grading import classview, decisions, feedback, grader, report, runner  # noqa: E402
+from grading.safe_text import file_stem, terminal  # noqa: E402
 
 
 def is_submission(path: Path) -> bool:
@@ -42,7 +48,7 @@ def is_submission(path: Path) -> bool:
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="grade.py", description="Collect rubric evidence for one learner or a folder of them.")
-    p.add_argument("path", type=Path, help="a learner's repository, or a folder with one sub-folder per learner")
+    p.add_argument("path", type=Path, nargs="?", help="a learner's repository, or a folder with one sub-folder per learner")
     p.add_argument("--csv", type=Path, help="folder mode: write one row per learner here")
     p.add_argument("--out", type=Path, help="write LEARNER.md and LEARNER.json here (folder mode default: ./grading-reports)")
     p.add_argument("--json", action="store_true", help="one learner: print the JSON instead of the Markdown")
@@ -55,7 +61,20 @@ def parse_args(argv):
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="folder mode: learners graded at once (default: one per CPU, here %(default)s)")
     p.add_argument("--keep", action="store_true", help="keep the temporary work folder (for debugging the grader)")
+    p.add_argument("--html", type=Path, help="write the class overview page here (folder mode default: OUT/class.html)")
+    p.add_argument("--feedback", type=Path, metavar="DIR", help="write each learner's feedback file (LEARNER.md) here "
+                   "(--finalize default: OUT/feedback)")
+    p.add_argument("--finalize", type=Path, metavar="EDITED_CSV", help="the grades CSV with your decisions: check it, "
+                   "then write final grades (--csv, default EDITED-final.csv) and feedback, from the reports in --out")
     args = p.parse_args(argv)
+    if args.finalize:
+        if args.path:
+            p.error("--finalize takes no PATH: it reads the reports in --out")
+        if not args.finalize.is_file():
+            p.error(f"{args.finalize} is not a file")
+        return args
+    if args.path is None:
+        p.error("PATH is required (or --finalize EDITED_CSV)")
     if not args.path.is_dir():
         p.error(f"{args.path} is not a folder")
     return args
@@ -67,24 +86,51 @@ def grade_one(path: Path, args, out: Path | None) -> dict:
                           as_submitted=args.as_submitted)
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        md, js = out / f"{result['learner']}.md", out / f"{result['learner']}.json"
+        md, js = out / f"{file_stem(result['learner'])}.md", out / f"{file_stem(result['learner'])}.json"
         result["report_path"] = str(md)
         md.write_text(report.markdown(result), encoding="utf-8")
         js.write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
+    if args.feedback:
+        args.feedback.mkdir(parents=True, exist_ok=True)
+        (args.feedback / f"{file_stem(result['learner'])}.md").write_text(feedback.render(result), encoding="utf-8")
     return result
+
+
+def write_class_page(results: list, path: Path, reports: Path) -> None:
+    """The overview, linking to the reports in ``reports`` relative to where the page is."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rel = Path(os.path.relpath(reports.resolve(), path.parent.resolve())).as_posix()
+    pairs = [p for r in results for p in (r.get("similar") or []) if isinstance(p, dict)]
+    path.write_text(classview.render(results, pairs, "" if rel == "." else rel + "/"), encoding="utf-8")
+
+
+def finalize(args) -> int:
+    out = args.out or Path("grading-reports")
+    final = args.csv or args.finalize.with_name(args.finalize.stem + "-final.csv")
+    errors = decisions.finalize(args.finalize, out, final, args.feedback or out / "feedback")
+    for line in errors:
+        print(f"grade.py --finalize: {terminal(line)}", file=sys.stderr)
+    if not errors:
+        print(f"grade.py: final grades in {final}; feedback in {args.feedback or out / 'feedback'}/", file=sys.stderr)
+    return 2 if errors else 0
 
 
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # A kill of the grader becomes SystemExit, so the learner processes it started are killed too.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    if args.finalize:
+        return finalize(args)
     if is_submission(args.path) and not args.csv:
         result = grade_one(args.path, args, args.out)
-        print(json.dumps(result, indent=1, default=str) if args.json else report.markdown(result))
+        if args.html:
+            write_class_page([result], args.html, args.out or args.html.parent)
+        print(json.dumps(result, indent=1, default=str) if args.json else terminal(report.markdown(result)))
         return 0
     learners = sorted(p for p in args.path.iterdir() if p.is_dir() and not p.is_symlink() and is_submission(p))
     if not learners:
-        print(f"grade.py: no submissions in {args.path} (a submission has code/ or UNDERSTANDING.md)", file=sys.stderr)
+        print(f"grade.py: no submissions in {terminal(args.path)} (a submission has code/ or UNDERSTANDING.md)",
+              file=sys.stderr)
         return 2
     out = args.out or Path("grading-reports")
     results: dict[Path, dict] = {}
@@ -96,17 +142,20 @@ def main(argv=None) -> int:
             try:
                 result = results[learner] = future.result()
             except Exception as exc:  # one broken submission must not cost the others their grades
-                print(f"[{done}/{len(learners)}] {learner.name}: the grader failed: {type(exc).__name__}: {exc}",
+                print(terminal(f"[{done}/{len(learners)}] {learner.name}: the grader failed: {type(exc).__name__}: {exc}"),
                       file=sys.stderr, flush=True)
                 continue
-            flags = [f for f, v in result["integrity"]["flags"].items() if v]
-            print(f"[{done}/{len(learners)}] {learner.name}: {result['total']}/{result['max_total']} suggested, "
-                  f"{result['seconds']} s" + (f", flags: {', '.join(flags)}" if flags else ""), file=sys.stderr, flush=True)
-    rows = [report.csv_row(results[learner]) for learner in learners if learner in results]  # in name order
+            flags = report.flags(result)
+            print(terminal(f"[{done}/{len(learners)}] {learner.name}: {result['total']}/{result['max_total']} suggested, "
+                           f"{result['seconds']} s" + (f", flags: {'; '.join(flags)}" if flags else "")),
+                  file=sys.stderr, flush=True)
+    graded = [results[learner] for learner in learners if learner in results]  # in name order
+    page = args.html or out / "class.html"
+    write_class_page(graded, page, out)
     if args.csv:
-        report.write_csv(rows, args.csv)
-        print(f"grade.py: {len(rows)} rows written to {args.csv}; reports in {out}/", file=sys.stderr)
-    return 0 if len(rows) == len(learners) else 1
+        decisions.write_csv(graded, args.csv)
+        print(f"grade.py: {len(graded)} rows written to {args.csv}; reports in {out}/, class page {page}", file=sys.stderr)
+    return 0 if len(graded) == len(learners) else 1
 
 
 if __name__ == "__main__":
