@@ -222,11 +222,12 @@ def test_finalize_refuses_an_edited_csv_it_cannot_trust_with_one_line_per_proble
 
 def test_feedback_says_how_to_reproduce_each_failure_and_holds_no_instructor_notes(result):
     r = copy.deepcopy(result)
-    r["criteria"][0].update(level="Developing", points=10, reasons=["milestone tests fail: M2 failing",
+    r["criteria"][0].update(level="Developing", points=10, reasons=["milestone tests fail: M3 failing",
                                                                       "check that the learner can explain it"])
-    r["tests"].append({"nodeid": "code/tests/test_m2_parse.py::test_parallel_calls_keep_their_order", "milestone": "M2",
+    r["tests"].append({"nodeid": "code/tests/test_m3_dispatch.py::test_unknown_tool_is_an_error", "milestone": "M3",
                        "outcome": "failed", "not_done": False,
-                       "message": "M2 parse_tool_calls\ncalled: parse_tool_calls(two calls)\nexpected: 2 calls\ngot: 1 call"})
+                       "message": "M3 dispatch_tool\ncalled: dispatch_tool(root, 'nope', {})\nexpected: an error string\n"
+                                  "got: KeyError"})
     r["criteria"][2].update(level="Developing", points=6)
     probe = {"probe": "climb through a sub-folder", "argument": "'docs/../../outside/secret.txt'", "result": "leaked",
              "detail": "returned <tmp>/outside/secret.txt"}
@@ -234,8 +235,8 @@ def test_feedback_says_how_to_reproduce_each_failure_and_holds_no_instructor_not
     r["criteria"][4].update(level="Developing", points=6)
     r["failure_analysis"]["breaks"]["runaway"]["comparison"][0] = ["steps", "12 model calls", "50 model calls", False]
     text = feedback.render(r)
-    assert 'python -m pytest --unlock-all "code/tests/test_m2_parse.py::test_parallel_calls_keep_their_order"' in text
-    assert "`expected: 2 calls`" in text and "`got: 1 call`" in text and "`called: parse_tool_calls(two calls)`" in text
+    assert 'python -m pytest --unlock-all "code/tests/test_m3_dispatch.py::test_unknown_tool_is_an_error"' in text
+    assert "`expected: an error string`" in text and "`got: KeyError`" in text and "`called: dispatch_tool(root, 'nope', {})`" in text
     assert "docs/../../outside/secret.txt" in text and "**leaked**" in text
     assert "`12 model calls`" in text and "`50 model calls`" in text and "break_and_observe.py runaway --simulate" in text
     assert "check that" not in text and "matches the reference" not in text.lower() and "integrity" not in text.lower()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from urllib.parse import quote
 
-from grading.report import confidence, flags, mark, quotes, rule_reasons
+from grading.report import confidence, flag_items, flags, mark, quotes, rule_reasons
 from grading.safe_text import file_stem, html, terminal
 
 CSS = """
@@ -28,6 +28,7 @@ thead th{background:#f0f0f0;position:sticky;top:0} .grid td.cell{text-align:cent
 .badge{display:inline-block;font-size:.75em;font-weight:700;padding:0 .35em;border-radius:.3em;margin-left:.2em}
 .b-HOLD{background:#6a3d9a;color:#fff}.b-READ{background:#1f5fa8;color:#fff}.conf{font-size:.75em;color:#555;display:block}
 .flags{color:#8a1c1c;font-size:.9em} tr.flagged th{border-left:4px solid #8a1c1c}
+.grid th[scope=row]{max-width:16em;overflow-wrap:anywhere;text-align:left} .grid td.flags{max-width:14em}
 section.learner{border-top:1px solid #ccc;margin-top:1.5em} .crit{margin:.6em 0 .9em 1em}
 .rule{font-family:ui-monospace,monospace;font-size:.85em;color:#555} blockquote{margin:.3em 0 .3em 1em;color:#333;
 border-left:3px solid #bbb;padding-left:.6em} pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;
@@ -63,7 +64,7 @@ def render(results: list, pairs=(), reports: str = "", title: str = "Lesson 06: 
            "from the quoted sentences. Learners with a flag or a HOLD come first. Click a cell for its reasons and "
            "evidence. Record your decisions in the grades CSV, then run <code>grade.py --finalize</code>.</p>"]
     out += ['<table class="grid"><thead><tr><th>Learner</th><th>Total</th><th>Flags</th>']
-    out += [f'<th title="{_t(t)}">C{n} {_t(t.split(",")[0])}<br><span class="conf">{w} points</span></th>'
+    out += [f'<th title="{_t(t)}">C{n} {_t(t.split(",")[0].split()[0])}<br><span class="conf">{w} points</span></th>'
             for n, t, w in numbers]
     out.append("</tr></thead><tbody>")
     for i, r in enumerate(results, 1):
@@ -72,7 +73,7 @@ def render(results: list, pairs=(), reports: str = "", title: str = "Lesson 06: 
                    f'<br><span class="conf"><a href="{_href(reports, r["learner"], ".md")}">report</a> · '
                    f'<a href="{_href(reports, r["learner"], ".json")}">json</a></span></th>'
                    f'<td class="num">{r.get("total", 0)} / {r.get("max_total", 0)}</td>'
-                   f'<td class="flags">{"<br>".join(_t(f) for f in found) or "none"}</td>')
+                   f'<td class="flags">{"<br>".join(_t(label) for label, _ in flag_items(r)) or "none"}</td>')
         for c in r.get("criteria", []):
             m = mark(c)
             cls = "HOLD" if m == "HOLD" else c["level"] if c["level"] in ("Exemplary", "Proficient", "Developing", "Missing") else ""
@@ -100,8 +101,13 @@ def _pairs(pairs: list) -> list:
         return []
     out = ['<h2 id="similar">Similar submissions</h2>', "<table><thead><tr><th>Learners</th><th>Similarity</th>"
            "<th>What</th><th>Shared passages</th></tr></thead><tbody>"]
+    seen = set()
     for p in pairs:
         a, b = _pair_names(p)
+        key = (tuple(sorted(map(str, (a, b)))), str(p.get("kind", "")), str(p.get("what", p.get("function", ""))))
+        if key in seen:  # each learner's result may list the same pair
+            continue
+        seen.add(key)
         score = p.get("score", p.get("similarity", ""))
         score = f"{round(score * 100)} %" if isinstance(score, float) and score <= 1 else score
         shared = p.get("shared") or p.get("passages") or []

@@ -19,8 +19,10 @@ from grading.safe_text import md, md_code
 GOOD = ("Exemplary", "Proficient")
 # Reasons written to the instructor (what to read or confirm) are left out of the learner's file.
 FOR_INSTRUCTOR = re.compile(r"\b(check|confirm|read the|instructor|red flag|HOLD|reference|Exemplary needs|"
-                            r"Exemplary also needs|similar|talk to)\b", re.I)
+                            r"Exemplary also needs|similar|talk to)\b|--quick", re.I)
 PYTEST = 'python -m pytest --unlock-all "{}"'
+# Which milestones' failing tests are shown under which criterion (each test once).
+MILESTONES_OF = {1: ("M3", "M5", "M6"), 2: ("M2", "M4"), 3: ("M1",)}
 
 
 def render(r: dict, decided: dict | None = None, note: str = "") -> str:
@@ -37,7 +39,7 @@ def render(r: dict, decided: dict | None = None, note: str = "") -> str:
                             + " first" if held else "") + ".", ""]
     if note.strip():
         out += ["## From your instructor", "", md(note), ""]
-    well = [c for c in r["criteria"] if levels[c["number"]][0] in GOOD and c not in held]
+    well = [c for c in r["criteria"] if levels[c["number"]][0] in GOOD and c not in held and not _contradicted(r, c)]
     out += ["## What you did well", ""]
     out += [f"- **{md(c['title'])}** ({md(levels[c['number']][0])}): {_why(c)}" for c in well] or \
         ["- Nothing reached Proficient yet; the sections below say where to start."]
@@ -60,6 +62,10 @@ def criterion(r: dict, c: dict, held: bool = False) -> list:
     return _observations(r, c) or [f"- {_why(c)}"]
 
 
+def _contradicted(r: dict, c: dict) -> bool:
+    return bool(c.get("contradictions") or c["number"] == 5 and differing_evidence(r))
+
+
 def _why(c: dict) -> str:
     said = [text for _, text in rule_reasons(c) if not FOR_INSTRUCTOR.search(text)]
     return md(said[0]) if said else "see the rubric's row for this level"
@@ -68,19 +74,14 @@ def _why(c: dict) -> str:
 def _observations(r: dict, c: dict) -> list:
     """Each failure the learner can reproduce, for the criterion it counts for."""
     n, out = c["number"], []
-    if n in (1, 2):
-        milestones = None if n == 1 else "M2"
-        for nodeid, lines in failures(r, milestones, limit=3 if n == 1 else 2):
-            out.append(f"- The test {md_code(nodeid.split('::')[-1])} fails. See it with {md_code(PYTEST.format(nodeid))}:")
-            out += [f"    - {md_code(line, 200)}" for line in lines[:3]]
     if n == 3:
         out += [f"- Sandbox probe \"{md(p.get('probe', ''))}\" ({md(name)}): `safe_resolve` was given "
-                f"{md_code(p.get('argument', ''), 120)} inside a scratch repository with a secret beside it, and the "
-                f"result was **{md(p.get('result', ''))}** ({md_code(p.get('detail', ''), 140)}); it should be refused "
-                "or stay inside the repository." for name, p in broken_probes(r)]
-        for nodeid, lines in failures(r, "M1", limit=2):
-            out.append(f"- The test {md_code(nodeid.split('::')[-1])} fails ({md_code(PYTEST.format(nodeid))}): "
-                       + " / ".join(md_code(x, 160) for x in lines[:3]))
+                f"{md_code(p.get('argument', ''), 120)} in a scratch repository with a secret beside it; the result "
+                f"was **{md(p.get('result', ''))}** ({md_code(p.get('detail', ''), 140)}), where it should be refused "
+                "or stay inside the repository." for name, p in broken_probes(r)[:4]]
+    for nodeid, lines in [f for m in MILESTONES_OF.get(n, ()) for f in failures(r, m, limit=3)][:3]:
+        out.append(f"- The test {md_code(nodeid.split('::')[-1])} fails. See it with {md_code(PYTEST.format(nodeid))}:")
+        out += [f"    - {md_code(line, 200)}" for line in lines[:3]]
     if n == 5:
         out += [f"- Your evidence for the {md(b)} break says {md(field)} {md_code(pasted, 100)}, but a fresh run of "
                 f"{md_code('python break_and_observe.py ' + b + ' --simulate')} (in `code/`) on your code shows "

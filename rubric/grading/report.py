@@ -59,21 +59,27 @@ def quotes(c: dict) -> list:
     return [q if isinstance(q, str) else str(q.get("text", q)) for q in (c.get("quotes") or [])]
 
 
-def flags(r: dict) -> list:
-    """What an instructor must see first, as plain strings (escape them for where they are shown)."""
-    out = [NO_SANDBOX] if r.get("sandbox") == "none" else []
+def flag_items(r: dict) -> list:
+    """(short label, detail) per thing an instructor must see first; escape both where they are shown."""
+    out = [("no sandbox", NO_SANDBOX)] if r.get("sandbox") == "none" else []
     held = [f"C{c['number']}" for c in r["criteria"] if mark(c) == "HOLD"]
     if held:
-        out.append(f"HOLD (talk to the learner): {', '.join(held)}")
+        out.append((f"HOLD {', '.join(held)}", "talk to the learner first"))
     for name, value in r.get("integrity", {}).get("flags", {}).items():
         if value:
             words = FLAG_WORDS.get(name, name.replace("_", " "))
-            detail = ", ".join(map(str, value[:6])) + (" ..." if len(value) > 6 else "") if isinstance(value, list) else \
-                "" if value is True else str(value)
-            out.append(f"{words}: {detail}" if detail else words)
+            if isinstance(value, list):
+                out.append((f"{words} ({len(value)})", ", ".join(map(str, value[:6])) + (" ..." if len(value) > 6 else "")))
+            else:
+                out.append((words, "" if value is True else str(value)))
     if r.get("error"):
-        out.append(f"could not grade: {r['error']}")
+        out.append(("could not grade", str(r["error"])))
     return out
+
+
+def flags(r: dict) -> list:
+    """Each flag as one plain string: label and detail."""
+    return [f"{label}: {detail}" if detail else label for label, detail in flag_items(r)]
 
 
 def failures(r: dict, milestone: str | None = None, limit: int = 3) -> list:
