@@ -51,6 +51,9 @@ def autograded(tmp_path_factory):
     """run_autograder on a synthetic submission, every Gradescope path moved into tmp."""
     base = tmp_path_factory.mktemp("gradescope")
     sub = synthetic.make(base / "submission", code="reference", docs="filled")
+    understanding = sub / "UNDERSTANDING.md"  # an answer that would set the clipboard and clear the screen
+    understanding.write_text(understanding.read_text(encoding="utf-8").replace(
+        "Without tools the model", f"Without tools{OSC52}{ESC}[2J the model", 1), encoding="utf-8")
     env = {k: v for k, v in os.environ.items() if k != "LESSON06_IMPL"}
     env.update(GRADESCOPE_SUBMISSION=str(sub), GRADESCOPE_RESULTS=str(base / "results" / "results.json"),
                GRADESCOPE_WORK=str(base / "work"), GRADESCOPE_GRADE_ARGS="--quick", AUTOGRADER_PYTHON=sys.executable)
@@ -134,6 +137,18 @@ def test_grade_py_folder_mode_prints_no_terminal_escape_and_writes_every_output(
     parsed = parse_html(page)
     for name in names:  # the link to each report points at the file grade.py wrote
         assert any(h.endswith(".md") and (tmp_path / "reports" / unquote(h)).is_file() for h in parsed.hrefs), name
+
+
+def test_escape_sequences_from_understanding_md_reach_no_output(result, autograded):
+    assert [a for a in result["understanding"]["answers"] if OSC52 in a["excerpt"]], "the hostile answer is not in the result"
+    r = hostile(result, "alice")
+    r["criteria"][3]["quotes"] = [a["excerpt"] for a in r["understanding"]["answers"] if OSC52 in a["excerpt"]]
+    outputs = {"markdown": report.markdown(r), "class page": classview.render([r]), "feedback": feedback.render(r),
+               "results.json": "\n".join([autograded["results"]["output"]] + [t["output"] for t in autograded["results"]["tests"]]),
+               "CSV": ",".join(str(csv_cell(v)) for v in decisions.csv_row(r))}
+    for where, text in outputs.items():
+        assert ESC not in text and "\x07" not in text, f"a raw escape sequence reached the {where}"
+    assert "\\x1b]52" in outputs["class page"] and "x1b\\]52" in outputs["markdown"]
 
 
 # --------------------------------------------------------------------------- 2. a short report, summary first
