@@ -100,3 +100,64 @@ def windows(first: int, last: int) -> list[tuple[int, int]]:
         if end == last:
             return spans
         start += WINDOW_LINES - WINDOW_OVERLAP
+
+
+# --------------------------------------------------------------------------- whole statements
+
+STATEMENT_SLACK = 12              # lines a snippet may grow by to end (or begin) at a statement boundary
+_PYTHON_TOKEN = re.compile(r"'''|\"\"\"|\\.|[\"'#()\[\]{}]")
+
+
+def open_after(lines) -> list[bool]:
+    """Per line: does a Python statement go on past it (an open bracket, string or backslash)?
+
+    Read from the first line on, which should begin a statement. A quick scan, not a parser: enough
+    to keep a snippet from stopping one line into a tuple (``config.py:2-41`` did).
+    """
+    flags, depth, quote = [], 0, None
+    for line in lines:
+        for match in _PYTHON_TOKEN.finditer(line):
+            token = match.group()
+            if quote:
+                quote = None if token == quote else quote
+            elif token == "#":
+                break
+            elif token in ("'", '"', "'''", '"""'):
+                quote = token
+            elif token in "([{":
+                depth += 1
+            elif token in ")]}":
+                depth = max(0, depth - 1)
+        if quote in ("'", '"'):
+            quote = None  # a one-line string cannot go on (broken code): do not let it swallow the file
+        flags.append(depth > 0 or quote is not None or line.endswith("\\"))
+    return flags
+
+
+def whole_statements(rel: str, lines, first: int, start: int, end: int, keep: int | None = None,
+                     grow: bool = True) -> tuple[int, int]:
+    """start..end (1-based lines of ``lines``) moved to statement boundaries in a Python file.
+
+    ``first`` is a line where a statement begins (the scan starts there). With ``grow``, a statement
+    cut at either end is completed when it takes at most STATEMENT_SLACK more lines, else left out;
+    without it, only left out, never past line ``keep`` (the line that must stay). Other files: as given.
+    """
+    if not rel.endswith(".py") or not first <= start <= end <= len(lines):
+        return start, end
+    last = min(len(lines), end + (STATEMENT_SLACK if grow else 0))
+    opened = open_after(lines[first - 1:last])
+
+    def goes_on(line: int) -> bool:  # the statement at ``line`` continues on the next line
+        return first <= line <= last and opened[line - first]
+
+    lowest_end, highest_start = (start, end) if keep is None else (keep, keep)
+    if goes_on(end):
+        ahead = next((n for n in range(end + 1, last + 1) if not goes_on(n)), None)
+        behind = next((n for n in range(end - 1, lowest_end - 1, -1) if not goes_on(n)), None)
+        end = ahead if grow and ahead is not None else behind if behind is not None else end
+    if goes_on(start - 1):
+        reach = max(first, start - STATEMENT_SLACK) if grow else start
+        back = next((n for n in range(start - 1, reach - 1, -1) if not goes_on(n - 1)), None)
+        forth = next((n for n in range(start + 1, highest_start + 1) if not goes_on(n - 1)), None)
+        start = back if back is not None and grow else forth if forth is not None else start
+    return start, end

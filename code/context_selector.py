@@ -38,19 +38,21 @@ import sys
 from array import array
 from collections import Counter
 from dataclasses import dataclass, replace
+from pathlib import Path
 
 import numpy as np
 
 import context_index
 from context_index import FileChunks, LexicalIndex, as_text, content_hash, file_lines, read_bytes
 from embeddings import EmbeddingFailed, LiteLLMEmbedder, dense_scores  # noqa: F401  (LiteLLMEmbedder: copilot.py builds one)
-from chunking import spans_of_lines
+from chunking import spans_of_lines, whole_statements
 from tools import TreeReader, printable, split_lines
 
 DEFAULT_TOP_FILES = 3             # k: how many files the injected context comes from
 CONTEXT_CHAR_BUDGET = 6_000       # all snippets together (~1,500 tokens): cheap grounding, not the repo
 MAX_SNIPPETS_PER_FILE = 2
-SNIPPET_MAX_LINES = 40            # a longer chunk is shown as its most relevant 40 lines
+SNIPPET_MAX_LINES = 40            # a longer chunk is shown as its most relevant 40 lines (chunking.whole_statements
+                                  # may add up to STATEMENT_SLACK to end on a whole statement)
 PATH_WEIGHT = 5                   # a file name is strong evidence: its words count 5 times (bench/bench_retrieval.py)
 # Questions to a coding copilot are mostly about what the code does: when a source file and a test,
 # a doc page or a changelog match equally well, show the source (MRR 0.55 -> 0.79 in bench_retrieval.py).
@@ -96,11 +98,12 @@ class Snippet:
 # --------------------------------------------------------------------------- the whole story
 
 def select_context(question, repo_root, k=DEFAULT_TOP_FILES, embed=None, cache_dir=None,
-                   budget=CONTEXT_CHAR_BUDGET) -> list[Snippet]:
+                   budget=CONTEXT_CHAR_BUDGET, exclude=()) -> list[Snippet]:
     """The best snippets for ``question`` from the ``k`` most relevant files, within ``budget`` characters.
 
     ``embed``: optional ``embed(texts) -> vectors`` (e.g. LiteLLMEmbedder); without it, offline only.
     ``cache_dir``: where indexes and vectors are cached (default: config.default_cache_dir()).
+    ``exclude``: repository-relative path prefixes never shown (lab_data: the lab's own test data).
     Returns [] when nothing in the repository shares a word with the question.
     """
     if cache_dir is None:
@@ -119,6 +122,9 @@ def select_context(question, repo_root, k=DEFAULT_TOP_FILES, embed=None, cache_d
             print(f"context: embeddings unavailable ({exc}); using lexical context only", file=sys.stderr)
         else:
             scores = fuse_rankings(scores, dense).astype(np.float32)
+    if exclude:
+        hidden = np.array([f[0].startswith(tuple(exclude)) for f in index.files] or [False])
+        scores = np.where(hidden[index.chunk_file], 0, scores)
     return pick_snippets(index, scores, terms, k, budget)     # 4. pick (render_snippets: 5.)
 
 
@@ -322,8 +328,10 @@ def _snippet(index: LexicalIndex, chunk: int, score: float, terms, read: dict) -
     lines = read[rel]
     start, end = int(index.chunk_start[chunk]), min(int(index.chunk_end[chunk]), len(lines))
     if end - start + 1 > SNIPPET_MAX_LINES:
+        first = start
         start = _best_window(lines, start, end, set(terms))
         end = start + SNIPPET_MAX_LINES - 1
+        start, end = whole_statements(rel, lines, first, start, end)  # never stop inside a statement
     return Snippet(printable(rel), start, end, round(score, 4), "\n".join(lines[start - 1:end]))
 
 
@@ -353,10 +361,11 @@ def _fit(snippets: list[Snippet], budget: int, terms) -> list[Snippet]:
 
 def _cut(snippet: Snippet, limit: int, terms: set) -> Snippet:
     """At most ``limit`` characters of ``snippet``: its line richest in question terms, and the
-    lines around it while they fit; a single line longer than that is cut, marked with '…'."""
+    lines around it while they fit, then whole statements only (Python); a single line longer
+    than that is cut, marked with '…'."""
     lines = snippet.text.split("\n")
     hits = _line_hits(lines, terms)
-    first = last = hits.index(max(hits))
+    first = last = best = hits.index(max(hits))
     size = len(lines[first])
     grown = True
     while grown:
@@ -365,6 +374,7 @@ def _cut(snippet: Snippet, limit: int, terms: set) -> Snippet:
             last, size, grown = last + 1, size + 1 + len(lines[last + 1]), True
         if first > 0 and size + 1 + len(lines[first - 1]) <= limit:
             first, size, grown = first - 1, size + 1 + len(lines[first - 1]), True
+    first, last = (n - 1 for n in whole_statements(snippet.path, lines, 1, first + 1, last + 1, keep=best + 1, grow=False))
     text = "\n".join(lines[first:last + 1])
     if len(text) > limit:
         text = text[:limit - 1] + "…" if limit > 0 else ""
@@ -378,3 +388,23 @@ def render_snippets(snippets) -> str:
         body = "\n".join(f"{s.start_line + i:>5}| {line}" for i, line in enumerate(s.text.split("\n")))
         blocks.append(f"[Snippet: {s.path} lines {s.start_line}-{s.end_line} (score {s.score:.3g})]\n{body}")
     return "\n\n".join(blocks)
+
+
+# --------------------------------------------------------------------------- the lab's own test data
+
+# Inside code/: scripted model replies with invented answers ("a 19% VAT, configured in
+# shop/config.py:12"), fake providers, the fixture repository, and the question sets with their
+# expected answers. A question about the lab is answered from its code, never from these.
+LAB_DATA = ("eval/", "fixture_repo/", "bench/retrieval_questions", "harness/scripted.py",
+            "harness/fake_server.py", "harness/native_fakes.py", "harness/misbehaving.py",
+            "harness/strict_provider.py")
+
+
+def lab_data(repo_root) -> tuple[str, ...]:
+    """LAB_DATA relative to ``repo_root`` when that repository holds this lab's code/ (code/ itself
+    or the lab's checkout), for select_context's ``exclude``; () for any other repository."""
+    code, root = Path(__file__).resolve().parent, Path(repo_root).resolve()
+    if not code.is_relative_to(root):
+        return ()
+    prefix = code.relative_to(root).as_posix()
+    return tuple(p if prefix == "." else f"{prefix}/{p}" for p in LAB_DATA)

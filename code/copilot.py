@@ -156,7 +156,8 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
         embed = context_selector.LiteLLMEmbedder.from_settings(settings)  # None without EMBEDDING_MODEL
     if cache_dir is None:
         cache_dir = settings.cache_dir if settings is not None else config.default_cache_dir()
-    snippets = context_selector.select_context(question, root, k=top_k, embed=embed, cache_dir=cache_dir) if use_context else []
+    snippets = context_selector.select_context(question, root, k=top_k, embed=embed, cache_dir=cache_dir,
+                                               exclude=context_selector.lab_data(root)) if use_context else []
     messages = build_messages(question, snippets, edits=edits is not None)
     steps = agent_loop.DEFAULT_MAX_STEPS if max_steps is None else max_steps
     model = llm.counting(complete, usage)
@@ -201,8 +202,8 @@ read_file, list_directory and search_code; paths are relative to the repository 
 Rules:
 1. Read before you answer. Base every claim on code you saw in this conversation (the injected \
 context or a tool result). If you have not seen it, look it up; do not guess.
-2. Cite your evidence as path:line or path:start-end (for example shop/models.py:10), using the \
-line numbers the tools and the context show.
+2. Cite your evidence as path:line or path:start-end, with the paths and line numbers the tools \
+and the context show.
 3. If what you found is not enough, say which evidence is missing instead of guessing.
 4. Before each tool call, write one sentence, your Thought: what you are looking for and why.
 5. Answer briefly: the answer first, then the citations that support it."""
@@ -247,7 +248,8 @@ def context_only(args, root: Path) -> int:
     """--context-only: the snippets the model would get, with no model and no key."""
     settings = config.load_settings(need_model=False, env_file=args.env_file)
     embed = context_selector.LiteLLMEmbedder.from_settings(settings)
-    snippets = context_selector.select_context(args.question, root, k=args.top_k, embed=embed, cache_dir=settings.cache_dir)
+    snippets = context_selector.select_context(args.question, root, k=args.top_k, embed=embed, cache_dir=settings.cache_dir,
+                                               exclude=context_selector.lab_data(root))
     if args.json:
         print(json.dumps({"question": args.question, "repo": str(root),
                           "context": [asdict(s) for s in snippets]}, ensure_ascii=False))

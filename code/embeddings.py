@@ -83,18 +83,21 @@ class LiteLLMEmbedder:
         return self._embed(texts, QUERY, QUERY_TIMEOUT)
 
     def _embed(self, texts, kind: str, timeout: float) -> list[list[float]]:
-        import litellm  # lazy: importing LiteLLM takes seconds
+        import llm  # lazy: llm imports LiteLLM (seconds), and only the way that reads no stray .env
 
-        litellm.suppress_debug_info = True  # its "Give Feedback" banner would land in our stdout
+        litellm = llm.import_litellm()
         extra = {"input_type": self.input_type[kind]} if kind in self.input_type else {}
         # LiteLLM 1.110 retries an embedding DEFAULT_MAX_RETRIES times even with max_retries=0
         # (it reads `max_retries or DEFAULT_MAX_RETRIES`): share the time out between the attempts.
-        timeout /= 1 + max(int(getattr(litellm, "DEFAULT_MAX_RETRIES", 0) or 0), 0)
+        retries = max(int(getattr(litellm, "DEFAULT_MAX_RETRIES", 0) or 0), 0)
+        timeout /= 1 + retries
         vectors: list[list[float]] = []
         for i in range(0, len(texts), EMBED_BATCH):
             batch = [self.prefix[kind] + text for text in texts[i:i + EMBED_BATCH]]
-            response = litellm.embedding(model=self.model, input=batch, api_base=self.api_base, api_key=self.api_key,
-                                         timeout=timeout, max_retries=0, **extra)
+            # LiteLLM's timeout is per read: the deadline bounds the whole call, retries included
+            response = llm.within_deadline(litellm.embedding, timeout * (1 + retries), model=self.model, input=batch,
+                                           api_base=self.api_base, api_key=self.api_key, timeout=timeout,
+                                           max_retries=0, **extra)
             items = sorted(response.data, key=lambda item: item["index"])  # plain dicts, not objects
             if len(items) != len(batch):
                 raise ValueError(f"{self.model} returned {len(items)} vectors for {len(batch)} texts")

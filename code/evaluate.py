@@ -23,9 +23,10 @@ Components, per question (never blended into one number):
     root      the root cause is named (for the planted defect: both `cost` and `price`)
     steps, tokens, time, ended   what the run cost and how it stopped
 
-The lab set asks about code/ itself, and code/ holds eval/: the context selector can rank the
-question file (which repeats the question word for word) above the code that answers it. That is a
-real leak between a test set and the corpus it is asked about, and the `context` column shows it.
+The lab set asks about code/ itself, and code/ holds eval/: the question file repeats each question
+word for word, and the scripted runs hold invented answers. That would be a leak between a test set
+and the corpus it is asked about, so copilot.run never injects the lab's own test data
+(context_selector.lab_data); the model can still read it through the tools.
 
 Question sets are JSONL, one object per line: id, question, relevant_files, expected_symbols,
 expected_citation ("path", "path:line" or "path:start-end"), and optionally root_cause_terms.

@@ -81,7 +81,7 @@ def _check(say, model, api_base, env, sleep, env_file) -> None:
         say("warn", problem)
     usage = llm.Usage()
     complete = llm.make_complete(settings, usage, sleep=sleep)
-    import litellm  # noqa: F401  (imported now, so the time below is the model's, not the import's)
+    llm.import_litellm()  # now, so the time below is the model's, not the import's
 
     started = time.perf_counter()
     try:

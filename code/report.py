@@ -109,7 +109,7 @@ def tool_calls_of(messages) -> list[dict]:
     """Every tool call in the transcript: step, name, arguments (as sent), and whether it errored.
 
     Results are paired with calls by id, in order, each result used once: a repeated id (which
-    llm.counting's bounded_reply prevents, but a transcript may come from elsewhere) still pairs
+    llm.bounded_reply prevents, but a transcript may come from elsewhere) still pairs
     each call with its own result.
     """
     results: dict = {}
@@ -242,18 +242,20 @@ def save_transcript(result: Result, path) -> str | None:
 
 
 def save_last_run(result: Result, cache_dir) -> None:
-    """Record that the copilot finished a run with a real model, for the test board's M5 (harness/
-    progress.py): which implementation ran, from which checkout. Never fails the run."""
-    from harness.progress import LAST_RUN_FILE
+    """Record that the copilot finished a run through a provider, for the test board's M5 (harness/
+    progress.py): which implementation ran, from which checkout (the file is named after it, so
+    clones never share a record), and whether the replies were the lab's fake server's (scripted).
+    Never fails the run."""
+    from harness.progress import record_name
 
     where = Path(agent_loop.__file__).resolve().parent
     code_dir = Path(__file__).resolve().parent
     record = {"implementation": "code" if where == code_dir else "reference", "code_dir": str(code_dir),
-              "model": result.model, "termination": result.termination, "steps": result.usage.steps,
-              "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+              "model": result.model, "scripted": result.usage.scripted, "termination": result.termination,
+              "steps": result.usage.steps, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
     try:
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        (Path(cache_dir) / LAST_RUN_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
+        (Path(cache_dir) / record_name(code_dir)).write_text(json.dumps(record, indent=1), encoding="utf-8")
     except OSError:
         pass  # a read-only cache folder: the board keeps showing M5 as pending, nothing breaks
 

@@ -263,8 +263,8 @@ TOOL_SCHEMAS = [
                 "Read a text file from the repository and return its lines, each prefixed with its "
                 "line number (cite answers as path:line). Returns at most "
                 f"{MAX_SPAN_LINES} lines per call; use start_line/end_line to read a specific "
-                "part or to continue. Paths are relative to the repository root (for example "
-                "'src/app.py'); paths outside the repository, secrets such as .env, and .git are "
+                "part or to continue. Paths are relative to the repository root, as list_directory and "
+                "search_code show them; paths outside the repository, secrets such as .env, and .git are "
                 "refused. Use this once you know which file you need; use search_code to find it."
             ),
             "parameters": {
@@ -272,7 +272,7 @@ TOOL_SCHEMAS = [
                 "properties": {
                     "path": {
                         "type": "string",
-                        "description": "File path relative to the repository root, e.g. 'pkg/models.py'.",
+                        "description": "File path relative to the repository root, exactly as list_directory or search_code shows it.",
                     },
                     "start_line": {
                         "type": "integer",
@@ -327,7 +327,7 @@ TOOL_SCHEMAS = [
                 "properties": {
                     "query": {
                         "type": "string",
-                        "description": "Text to look for, e.g. 'def total' or 'PROVIDER_DEFAULTS'.",
+                        "description": "Text to look for: a name from the question or the code, or 'def <name>' for its definition.",
                     },
                 },
                 "required": ["query"],
@@ -345,7 +345,7 @@ TOOL_FUNCTIONS = {
 
 _JSON_TYPES = {"string": str, "integer": int, "object": dict, "array": list, "boolean": bool}
 
-# agent_loop.bounded_reply puts this key in the arguments of a call it will not run (too many
+# llm.bounded_reply puts this key in the arguments of a call it will not run (too many
 # calls in one turn, arguments too long): check_arguments then returns its text as the problem.
 NOT_RUN_KEY = "_not_run"
 
@@ -385,9 +385,12 @@ def dispatch_tool(name, args, repo_root) -> str:
         args       the parsed arguments (untrusted: may not even be a dict).
         repo_root  bound by the application; never read from ``args``.
         returns    the tool's text, or a string starting with "Error:" that says what to do
-                   instead, for: an unknown tool, arguments that are not an object, missing,
-                   unexpected or wrongly typed arguments (``check_arguments`` finds these), a
-                   sandbox ValueError, a ToolError, and any other exception inside a tool.
+                   instead, for: an unknown tool (only the names in TOOL_FUNCTIONS are tools;
+                   no other function of this module may be reached), arguments that are not an
+                   object, missing, unexpected or wrongly typed arguments, and a call the
+                   completion wrapper refused to run (``check_arguments`` finds all of these and
+                   says which arguments the tool takes, or why the call was not run), a sandbox
+                   ValueError, a ToolError, and any other exception inside a tool.
 
     Hint: check the name is a str, look it up in TOOL_FUNCTIONS, validate, then call ``fn(repo_root, **args)``
     inside try/except. See lesson/lesson.agent.md, "Section 3: Technical Explanation".

@@ -11,7 +11,9 @@ a draft feedback file per learner; --finalize reads the CSV you edited (a level 
 replaced by your decision), checks it, and writes the final grades CSV and each learner's feedback.
 
 Never modifies a submission (it grades a copy), needs no key and no network, and runs learner
-code only in child processes with a timeout and a memory ceiling. It runs the lab's own tests
+code only in a sandbox (bubblewrap on Linux by default; --sandbox docker; see "The sandbox" in
+rubric/rubric.md), with a timeout and memory and process ceilings; without one it refuses to run
+learner code unless --no-sandbox is given. It runs the lab's own tests
 (pristine, from this repository) on the learner's functions, an instructor sandbox battery,
 break_and_observe.py and evaluate.py, then reads UNDERSTANDING.md and FAILURE_ANALYSIS.md.
 Levels are suggestions with their reasons; the instructor decides (see rubric/rubric.md).
@@ -33,6 +35,9 @@ os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
 from grading import classview, decisions, feedback, grader, report, runner  # noqa: E402
 from grading.safe_text import file_stem, terminal  # noqa: E402
+
+# Before anything else, and before any child: no key stays in this process for learner code to find.
+runner.drop_own_secrets()
 
 
 def is_submission(path: Path) -> bool:
@@ -66,6 +71,11 @@ def parse_args(argv):
                    "(--finalize default: OUT/feedback)")
     p.add_argument("--finalize", type=Path, metavar="EDITED_CSV", help="the grades CSV with your decisions: check it, "
                    "then write final grades (--csv, default EDITED-final.csv) and feedback, from the reports in --out")
+    p.add_argument("--sandbox", choices=("auto", "bubblewrap", "docker", "podman"), default="auto",
+                   help="where learner code runs (default: bubblewrap on Linux; docker/podman need "
+                        "GRADE_DOCKER_IMAGE, default debian:bookworm-slim, pulled beforehand)")
+    p.add_argument("--no-sandbox", action="store_true", help="run learner code with YOUR privileges (your files, "
+                   "your network, your processes); only for code you trust, or inside a VM or container")
     args = p.parse_args(argv)
     if args.finalize:
         if args.path:
@@ -80,10 +90,19 @@ def parse_args(argv):
     return args
 
 
+def sandbox_of(args) -> str:
+    return "none" if args.no_sandbox else args.sandbox
+
+
 def grade_one(path: Path, args, out: Path | None) -> dict:
-    result = grader.grade(path, stretch=not args.no_stretch, memory_mb=args.memory_mb,
-                          test_seconds=args.test_seconds, keep=args.keep, quick=args.quick,
-                          as_submitted=args.as_submitted)
+    try:
+        result = grader.grade(path, stretch=not args.no_stretch, memory_mb=args.memory_mb,
+                              test_seconds=args.test_seconds, keep=args.keep, quick=args.quick,
+                              as_submitted=args.as_submitted, sandbox=sandbox_of(args))
+    except grader.NoSandbox:
+        raise
+    except Exception as exc:  # noqa: BLE001  (one submission that defeats the grader costs only its own row)
+        result = grader.could_not_grade(path, f"could not grade: {type(exc).__name__}: {str(exc)[:300]}")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         md, js = out / f"{file_stem(result['learner'])}.md", out / f"{file_stem(result['learner'])}.json"
@@ -121,6 +140,10 @@ def main(argv=None) -> int:
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     if args.finalize:
         return finalize(args)
+    kind, why = grader.choose_sandbox(sandbox_of(args))
+    if not kind:
+        print(f"grade.py: refusing to run learner code: {why}; {grader.sandbox_mod.HOW_TO_GET_ONE}", file=sys.stderr)
+        return 2
     if is_submission(args.path) and not args.csv:
         result = grade_one(args.path, args, args.out)
         if args.html:
@@ -141,9 +164,11 @@ def main(argv=None) -> int:
             learner = running[future]
             try:
                 result = results[learner] = future.result()
-            except Exception as exc:  # one broken submission must not cost the others their grades
-                print(terminal(f"[{done}/{len(learners)}] {learner.name}: the grader failed: {type(exc).__name__}: {exc}"),
-                      file=sys.stderr, flush=True)
+            except Exception as exc:  # noqa: BLE001  one broken submission must not cost the others their grades
+                result = results[learner] = grader.could_not_grade(learner, f"could not grade: {type(exc).__name__}: {exc}")
+            if result.get("could_not_grade"):
+                print(terminal(f"[{done}/{len(learners)}] {learner.name}: {result['could_not_grade']}"), file=sys.stderr,
+                      flush=True)
                 continue
             flags = report.flags(result)
             print(terminal(f"[{done}/{len(learners)}] {learner.name}: {result['total']}/{result['max_total']} suggested, "

@@ -25,7 +25,7 @@ RUBRIC = Path(__file__).resolve().parents[1]
 if str(RUBRIC) not in sys.path:
     sys.path.insert(0, str(RUBRIC))
 
-from grading import gradescope  # noqa: E402
+from grading import gradescope, sandbox  # noqa: E402
 from grading.safe_text import file_stem  # noqa: E402
 
 
@@ -33,17 +33,12 @@ def setting(name: str, default: str) -> str:
     return os.environ.get(f"GRADESCOPE_{name}") or default
 
 
-def sandbox_flags(grade_py: Path) -> tuple:
-    """(flags for grade.py, a note): the sandbox when grade.py has one and it works in this container."""
-    helptext = subprocess.run([sys.executable, str(grade_py), "--help"], capture_output=True, text=True, timeout=120).stdout
-    if "--no-sandbox" not in helptext:
+def sandbox_flags() -> tuple:
+    """(flags for grade.py, a note): the sandbox when it can run in this container, else --no-sandbox."""
+    kind, why = sandbox.choose("auto")
+    if kind:
         return [], ""
-    bwrap = shutil.which("bwrap")
-    works = bwrap and subprocess.run([bwrap, "--unshare-all", "--die-with-parent", "--ro-bind", "/", "/", "true"],
-                                     capture_output=True, timeout=60).returncode == 0
-    if works:
-        return [], ""
-    return ["--no-sandbox"], ("bubblewrap cannot run in this container, so learner code ran with --no-sandbox: "
+    return ["--no-sandbox"], (f"no sandbox in this container ({why}), so learner code ran with --no-sandbox: "
                               "the container is the only isolation")
 
 
@@ -55,7 +50,7 @@ def grade(submission: Path, work: Path, extra: list) -> dict:
     learner = work / "learner"
     shutil.copytree(submission, learner, symlinks=True)
     grade_py = RUBRIC / "grade.py"
-    flags, note = sandbox_flags(grade_py)
+    flags, note = sandbox_flags()
     log = work / "grade.log"
     with open(log, "w", encoding="utf-8") as out:  # a file, not a pipe: nothing learner code holds can block us
         proc = subprocess.run([sys.executable, str(grade_py), str(learner), "--out", str(work / "reports"), "--json",

@@ -41,6 +41,8 @@ def parse(path: Path):
         return ast.parse(source), source, ""
     except SyntaxError as exc:
         return None, source, f"{path.name} does not parse: SyntaxError on line {exc.lineno}: {exc.msg}"
+    except (ValueError, RecursionError, MemoryError) as exc:   # nested too deep for the parser
+        return None, source, f"{path.name} cannot be read by the grader: {type(exc).__name__}"
 
 
 def function(tree, name: str):
@@ -170,7 +172,9 @@ def _learner_names(module: str) -> list:
 
 
 def _outside_learner_functions(tree, module: str) -> dict:
-    """Top-level name -> AST dump, learner function bodies reduced to their docstring."""
+    """Top-level name (or, for an import or other statement, its own text) -> AST dump, learner
+    function bodies reduced to their docstring. Keyed by content, never by line number, so an added
+    import or helper shifts nothing else."""
     learner = set(_learner_names(module))
     out = {}
     for node in tree.body:
@@ -179,19 +183,28 @@ def _outside_learner_functions(tree, module: str) -> dict:
             node.body = node.body[:1]
         names = [getattr(node, "name", None)] if hasattr(node, "name") else \
             [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)]
-        key = names[0] if names and names[0] else f"line {getattr(node, 'lineno', '?')} ({type(node).__name__})"
+        key = names[0] if names and names[0] else _statement(node)
         out[key] = out.get(key, "") + ast.dump(node, include_attributes=False)
     return out
 
 
-def _changed_names(theirs: dict, shipped_versions: list) -> list:
-    """Top-level definitions that differ from every shipped version (the closest one reported)."""
+def _statement(node) -> str:
+    try:
+        return " ".join(ast.unparse(node).split())[:80]
+    except (ValueError, RecursionError):
+        return type(node).__name__
+
+
+def _changed_names(theirs: dict, shipped_versions: list) -> tuple[list, list]:
+    """(provided definitions changed or removed, top-level things added), against the closest
+    shipped version."""
     best = None
     for ours in shipped_versions:
-        diff = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
-        if best is None or len(diff) < len(best):
-            best = diff
-    return best or []
+        changed = sorted(k for k in ours if theirs.get(k) != ours[k])
+        added = sorted(k for k in theirs if k not in ours)
+        if best is None or len(changed) + len(added) < len(best[0]) + len(best[1]):
+            best = (changed, added)
+    return best or ([], [])
 
 
 def _is_stub(fn) -> bool:
@@ -206,7 +219,7 @@ def _body(fn) -> str:
 def integrity(sub: Path) -> dict:
     """What changed in the submission compared with the lab it came from."""
     report = {"modules": {}, "functions": {}, "guarded_edited": [], "guarded_missing": [], "guarded_added": [],
-              "provided_edited": []}
+              "provided_edited": [], "not_shipped": [], "refused_modules": []}
     reference = LAB_ROOT / "rubric" / "reference"
     for module in LEARNER_MODULES:
         entry = report["modules"][module] = {"exists": (sub / "code" / module).is_file(), "error": "", "changed": []}
@@ -216,7 +229,7 @@ def integrity(sub: Path) -> dict:
             continue
         shipped = [_outside_learner_functions(ast.parse(t), module) for t in history.versions(f"code/{module}")
                    if _parses(t)]
-        entry["changed"] = _changed_names(_outside_learner_functions(tree, module), shipped)
+        entry["changed"], entry["added"] = _changed_names(_outside_learner_functions(tree, module), shipped)
         ref_tree, _, _ = parse(reference / module)
         for name in _learner_names(module):
             fn, ref = function(tree, name), function(ref_tree, name) if ref_tree else None
@@ -240,6 +253,7 @@ def integrity(sub: Path) -> dict:
             continue
         if not history.is_shipped(rel, theirs.read_bytes()) and (guarded or rel.endswith(".py")):
             report["guarded_edited" if guarded else "provided_edited"].append(rel)
+    report["not_shipped"], report["refused_modules"] = not_shipped(sub)
     for folder in ("code/tests", "code/harness"):
         if (sub / folder).is_dir():
             shipped = history.shipped_paths(folder + "/")
@@ -248,9 +262,33 @@ def integrity(sub: Path) -> dict:
     return report
 
 
+def not_shipped(sub: Path, limit: int = 200) -> tuple[list, list]:
+    """(every file under code/ that no version of the lab shipped, [(file, why refused)] for the
+    ones that would shadow a module the lab, Python or an installed package loads)."""
+    from grading.workspace import shadows, walk
+
+    shipped = history.shipped_paths("code/")
+    extra, refused = [], []
+    code = sub / "code"
+    if not code.is_dir():
+        return extra, refused
+    for here, dirs, files in walk(code):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            rel = (here / name).relative_to(sub).as_posix()
+            if rel in shipped or name.endswith(".pyc") or (here == code and name in LEARNER_MODULES):
+                continue
+            if len(extra) < limit:
+                extra.append(rel)
+            why = shadows(name) if here == code and name.endswith((".py", ".pth")) else ""
+            if why:
+                refused.append((rel, why))
+    return extra, refused
+
+
 def _parses(text: str) -> bool:
     try:
         ast.parse(text)
         return True
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False

@@ -20,6 +20,8 @@ FLAG_WORDS = {"tests_or_harness_edited": "tests or harness edited", "provided_co
               "matches_reference_solution": "matches the reference solution", "stubs_still_raising": "stubs still raising",
               "timeouts": "tests timed out", "does_not_import": "does not import"}
 NO_SANDBOX = "ran WITHOUT a sandbox, with the instructor's privileges (--no-sandbox)"
+NO_SANDBOX_LINE = ("**Ran without a sandbox (--no-sandbox): the submission's code ran with the instructor's privileges "
+                   "(files, network, processes); its evidence is only as trustworthy as the code.**")
 BAD_OUTCOMES = ("failed", "timeout")
 KEEP = ("called:", "expected:", "got:")
 
@@ -72,8 +74,8 @@ def flag_items(r: dict) -> list:
                 out.append((f"{words} ({len(value)})", ", ".join(map(str, value[:6])) + (" ..." if len(value) > 6 else "")))
             else:
                 out.append((words, "" if value is True else str(value)))
-    if r.get("error"):
-        out.append(("could not grade", str(r["error"])))
+    if r.get("could_not_grade") or r.get("error"):
+        out.append(("could not grade", str(r.get("could_not_grade") or r["error"])))
     return out
 
 
@@ -130,8 +132,8 @@ def summary(r: dict) -> list:
 
 
 def markdown(r: dict) -> str:
-    name = md(r["learner"])
-    out = [f"# Grading evidence: {name}" + (f" ({NO_SANDBOX})" if r.get("sandbox") == "none" else ""), ""]
+    out = [NO_SANDBOX_LINE, ""] if r.get("sandbox") == "none" else []
+    out += [f"# Grading evidence: {md(r['learner'])}", ""]
     out += summary(r)
     out += ["", "Every level is a suggestion computed from the evidence; the instructor reads the evidence and decides "
             "(HOLD: talk to the learner first; READ: confirm the prose with the quoted sentences). Graded on a copy of "
