@@ -98,8 +98,8 @@ def hostile(result: dict, name: str) -> dict:
 def test_markdown_report_keeps_a_hostile_name_and_text_inert(result, which):
     md = report.markdown(hostile(result, HOSTILE[which]))
     lines = md.splitlines()
-    assert lines[0].startswith("# Grading evidence: ")
-    assert [x for x in lines if x.startswith("# ")] == [lines[0]], "learner text started a new heading"
+    assert lines[0].startswith("**Ran without a sandbox") and lines[2].startswith("# Grading evidence: ")
+    assert [x for x in lines if x.startswith("# ")] == [lines[2]], "learner text started a new heading"
     assert sum("**Total (suggested)**" in x for x in lines) == 1, "a second total row was injected"
     assert "<!--" not in md and "<img" not in md and "<script" not in md
     assert ESC not in md and "\x07" not in md, "a terminal escape reached the report"
@@ -128,7 +128,7 @@ def test_grade_py_folder_mode_prints_no_terminal_escape_and_writes_every_output(
     grade = load_grade_py()
     monkeypatch.setattr(grade.grader, "grade", lambda path, **kw: dict(hostile(result, path.name), seconds=1.0))
     code = grade.main([str(subs), "--csv", str(tmp_path / "grades.csv"), "--out", str(tmp_path / "reports"),
-                       "--feedback", str(tmp_path / "feedback")])
+                       "--feedback", str(tmp_path / "feedback"), "--no-sandbox"])  # grading itself is replaced
     err = capsys.readouterr().err
     assert code == 0 and ESC not in err and "\x07" not in err and "\\x1b]52" in err
     assert len(list(csv.DictReader(open(tmp_path / "grades.csv", encoding="utf-8")))) == 4
@@ -157,8 +157,9 @@ def test_report_starts_with_a_ten_line_summary_flags_first_and_stays_short(resul
     r = hostile(result, "alice")
     lines = report.markdown(r).splitlines()
     first = next(i for i, x in enumerate(lines) if x.startswith("## "))
-    summary = [x for x in lines[1:first] if x.strip()]
-    assert summary[0].startswith("**Flags first:**") and "HOLD" in summary[0] and "WITHOUT a sandbox" in lines[0]
+    summary = [x for x in lines[3:first] if x.strip()]
+    assert lines[0].startswith("**Ran without a sandbox") and lines[2].startswith("# Grading evidence: alice")
+    assert summary[0].startswith("**Flags first:** no sandbox: learner code ran with") and "HOLD C1" in summary[0]
     assert len([x for x in summary if x.startswith("|")]) == 10  # header, separator, 7 rows, total
     assert "| HOLD |" in summary[3] and "integrity.reference_match" in summary[3]
     assert len(lines) <= 90, f"{len(lines)} lines: the details belong in the JSON and the class page"
