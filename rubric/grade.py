@@ -115,11 +115,19 @@ def grade_one(path: Path, args, out: Path | None) -> dict:
     return result
 
 
-def write_class_page(results: list, path: Path, reports: Path) -> None:
+def similar_pairs(learners: list) -> list:
+    """Pairs of similar submissions, where the grader has similarity.py (the judgment's class view)."""
+    try:
+        from grading import similarity
+    except ImportError:
+        return []
+    return similarity.similar_pairs(learners)
+
+
+def write_class_page(results: list, path: Path, reports: Path, pairs=()) -> None:
     """The overview, linking to the reports in ``reports`` relative to where the page is."""
     path.parent.mkdir(parents=True, exist_ok=True)
     rel = Path(os.path.relpath(reports.resolve(), path.parent.resolve())).as_posix()
-    pairs = [p for r in results for p in (r.get("similar") or []) if isinstance(p, dict)]
     path.write_text(classview.render(results, pairs, "" if rel == "." else rel + "/"), encoding="utf-8")
 
 
@@ -176,7 +184,7 @@ def main(argv=None) -> int:
                   file=sys.stderr, flush=True)
     graded = [results[learner] for learner in learners if learner in results]  # in name order
     page = args.html or out / "class.html"
-    write_class_page(graded, page, out)
+    write_class_page(graded, page, out, similar_pairs(learners))
     if args.csv:
         decisions.write_csv(graded, args.csv)
         print(f"grade.py: {len(graded)} rows written to {args.csv}; reports in {out}/, class page {page}", file=sys.stderr)

@@ -81,14 +81,14 @@ def hostile(result: dict, name: str) -> dict:
     """A copy with a hostile name, hostile text wherever learner text lands, a HOLD and a READ."""
     r = copy.deepcopy(result)
     r["learner"] = name
-    r["criteria"][0].update(mark="HOLD", rule="integrity.reference_match", confidence=0.9)
+    r["criteria"][0].update(mark="HOLD", level="HOLD", points=0, rule="integrity.reference_match", confidence=0.9)
+    r["total"] = sum(c["points"] for c in r["criteria"])  # as the judgment does: HOLD earns nothing until decided
     r["criteria"][3].update(mark="READ", rule="documents.specificity", confidence="low",
                             quotes=[HOSTILE["markdown"] + OSC52, HOSTILE["html"]])
     r["criteria"][3]["reasons"].append({"rule": "documents.quote", "text": "answer says " + HOSTILE["terminal"]})
     r["criteria"][4]["evidence"].append("    > " + HOSTILE["html"] + HOSTILE["markdown"])
     r["integrity"]["flags"]["tests_or_harness_edited"] = ["code/tests/" + HOSTILE["formula"]]
     r["sandbox"] = "none"
-    r["similar"] = [{"learners": [name, "bob"], "score": 0.93, "kind": "prose", "shared": [HOSTILE["html"]]}]
     return r
 
 
@@ -302,7 +302,9 @@ def test_class_page_is_self_contained_escaped_and_links_every_cell_to_its_eviden
     plain = dict(copy.deepcopy(result), learner="aaron")
     plain["integrity"]["flags"] = {}
     rs = [plain] + [hostile(result, HOSTILE[k]) for k in sorted(HOSTILE)]
-    page = classview.render(rs, pairs=rs[1]["similar"])
+    pairs = [{"a": rs[1]["learner"], "b": "bob", "score": 0.93, "kind": "prose", "shared": [HOSTILE["html"]]},
+             {"a": "bob", "b": rs[1]["learner"], "score": 0.93, "kind": "prose", "shared": [HOSTILE["html"]]}]
+    page = classview.render(rs, pairs=pairs)
     p = parse_html(page)
     assert p.tags[0] == "html" and p.tags.count("table") == 2 and p.tags.count("section") == len(rs)
     assert not {"script", "img", "link", "iframe", "object", "embed", "base", "form"} & set(p.tags)
@@ -316,7 +318,7 @@ def test_class_page_is_self_contained_escaped_and_links_every_cell_to_its_eviden
     for r in rs:  # every learner present, as text (control characters shown as escapes)
         assert report_terminal(r["learner"]) in text
     assert text.index("aaron") > text.index("mallory"), "learners with a flag or HOLD come first"
-    assert "HOLD" in text and "READ" in text and "90 %" in text and "93 %" in text
+    assert "HOLD" in text and "READ" in text and "90 %" in text and text.count("93 %") == 1  # the pair, once
 
 
 def report_terminal(text: str) -> str:
@@ -379,7 +381,7 @@ def test_a_criterion_on_hold_scores_zero_and_says_an_instructor_will_review_it(r
     assert gradescope_problems(data) == []
     c1 = data["tests"][0]
     assert c1["score"] == 0 and "instructor will review" in c1["output"] and c1["tags"] == ["HOLD"]
-    assert data["score"] == result["total"] - result["criteria"][0]["points"]
+    assert data["score"] == result["total"] - result["criteria"][0]["points"] > 0
     assert "<img" not in json.dumps(data["tests"][:7]) and "<script" not in json.dumps(data)
 
 

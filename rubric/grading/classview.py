@@ -79,7 +79,8 @@ def render(results: list, pairs=(), reports: str = "", title: str = "Lesson 06: 
             cls = "HOLD" if m == "HOLD" else c["level"] if c["level"] in ("Exemplary", "Proficient", "Developing", "Missing") else ""
             badge = f'<span class="badge b-{m}">{m}</span>' if m else ""
             conf = f'<span class="conf">{_t(confidence(c))}</span>' if confidence(c) else ""
-            out.append(f'<td class="cell {cls}"><a href="#l{i}-c{c["number"]}">{_t(c["level"])}{badge}'
+            level = "decide" if c["level"] == "HOLD" else c["level"]  # the badge says HOLD
+            out.append(f'<td class="cell {cls}"><a href="#l{i}-c{c["number"]}">{_t(level)}{badge}'
                        f'<span class="conf">{c["points"]} / {c["weight"]}</span>{conf}</a></td>')
         out.append("</tr>")
     out.append("</tbody></table>")

@@ -141,7 +141,7 @@ def markdown(r: dict) -> str:
             "and excerpt is in the JSON report and the class page.", ""]
     for c in r["criteria"]:
         out += [f"## C{c['number']}. {md(c['title'])}: {md(c['level'])} ({c['points']} / {c['weight']})"
-                + (f" {mark(c)}" if mark(c) else ""), ""]
+                + (f" {mark(c)}" if mark(c) and mark(c) != c["level"] else ""), ""]
         out += [f"- [{md(rule)}] {md(text)}" for rule, text in rule_reasons(c)[:5]]
         out += [f"    > {md(q[:300])}" for q in quotes(c)[:3]]
         out += _facts(r, c["number"]) + [""]
