@@ -31,13 +31,13 @@ def csv_header() -> list:
 
 
 def csv_row(r: dict) -> list:
-    row = [r["learner"], r["total"], r["max_total"], "; ".join(flags(r))]
+    row = [r["learner"], r["total"], r["max_total"], " ".join("; ".join(flags(r)).split())]
     by = {c["number"]: c for c in r["criteria"]}
     for n in SHORT:
         c = by.get(n, {"number": n, "level": "", "points": "", "reasons": []})
         held = mark(c) == HOLD
         row += [HOLD if held else c["level"], "" if held else c["points"], mark(c), confidence(c),
-                " | ".join(f"[{rule}] {text}" for rule, text in rule_reasons(c))]
+                " | ".join(f"[{rule}] {' '.join(text.split())}" for rule, text in rule_reasons(c))]  # one line a row
     return row + ["", r.get("report_path", "")]
 
 
