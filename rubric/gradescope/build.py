@@ -3,7 +3,8 @@
     python rubric/gradescope/build.py --out bundle.zip
 
 The lab is the files git tracks (no .env, no reports, no caches); outside a git checkout, every
-file except those the grader never copies (workspace.SKIP_DIRS) and .env files.
+file except those the grader never copies (workspace.SKIP_DIRS) and .env files. Their list goes
+in lab/lab-manifest.txt, which the grader reads where there is no git (workspace.shipped_files).
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ LAB = HERE.parents[1]
 if str(LAB / "rubric") not in sys.path:
     sys.path.insert(0, str(LAB / "rubric"))
 
-from grading.workspace import SKIP_DIRS  # noqa: E402
+from grading.workspace import MANIFEST, SKIP_DIRS  # noqa: E402
 
 ROOT_FILES = ("setup.sh", "run_autograder")
 
@@ -45,6 +46,8 @@ def build(out: Path) -> int:
             zf.writestr(info, (HERE / name).read_bytes())
         for f in files:
             zf.write(LAB / f, f"lab/{Path(f).as_posix()}")
+        # Without git in the container, the grader copies exactly these files into each learner's lab.
+        zf.writestr(f"lab/{MANIFEST}", "".join(f"{Path(f).as_posix()}\n" for f in files))
     return len(files)
 
 
