@@ -81,12 +81,12 @@ def parse_args(argv):
         if args.path:
             p.error("--finalize takes no PATH: it reads the reports in --out")
         if not args.finalize.is_file():
-            p.error(f"{args.finalize} is not a file")
+            p.error(f"{terminal(args.finalize)} is not a file")
         return args
     if args.path is None:
         p.error("PATH is required (or --finalize EDITED_CSV)")
     if not args.path.is_dir():
-        p.error(f"{args.path} is not a folder")
+        p.error(f"{terminal(args.path)} is not a folder")
     return args
 
 

@@ -51,7 +51,8 @@ def render(r: dict, decided: dict | None = None, note: str = "") -> str:
                 f"{c['weight']})"), ""] + criterion(r, c, held=c in held) + [""]
     if not todo:
         out += ["Nothing: every criterion reached Proficient or better.", ""]
-    out += ["Run the commands above from the root of your repository, with the lab's packages installed.", ""]
+    out += ["Run these commands from the root of your repository, with the lab's packages installed; "
+            "`python -m pytest` shows your board.", ""]
     return "\n".join(out)
 
 
