@@ -184,7 +184,10 @@ def main(argv=None) -> int:
                   file=sys.stderr, flush=True)
     graded = [results[learner] for learner in learners if learner in results]  # in name order
     page = args.html or out / "class.html"
-    write_class_page(graded, page, out, similar_pairs(learners))
+    pairs = similar_pairs(learners)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "class.json").write_text(json.dumps({"similar_pairs": pairs}, indent=1), encoding="utf-8")
+    write_class_page(graded, page, out, pairs)
     if args.csv:
         decisions.write_csv(graded, args.csv)
         print(f"grade.py: {len(graded)} rows written to {args.csv}; reports in {out}/, class page {page}", file=sys.stderr)

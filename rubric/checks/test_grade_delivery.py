@@ -137,6 +137,7 @@ def test_grade_py_folder_mode_prints_no_terminal_escape_and_writes_every_output(
     assert len(list(csv.DictReader(open(tmp_path / "grades.csv", encoding="utf-8")))) == 4
     assert len(list((tmp_path / "reports").glob("*.md"))) == 4 and len(list((tmp_path / "feedback").glob("*.md"))) == 4
     page = (tmp_path / "reports" / "class.html").read_text(encoding="utf-8")
+    assert isinstance(json.loads((tmp_path / "reports" / "class.json").read_text(encoding="utf-8"))["similar_pairs"], list)
     parsed = parse_html(page)
     for name in names:  # the link to each report points at the file grade.py wrote
         assert any(h.endswith(".md") and (tmp_path / "reports" / unquote(h)).is_file() for h in parsed.hrefs), name
