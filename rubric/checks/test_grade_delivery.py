@@ -19,6 +19,7 @@ import sys
 import zipfile
 from html.parser import HTMLParser
 from pathlib import Path
+from urllib.parse import unquote
 
 import pytest
 
@@ -27,7 +28,7 @@ if str(RUBRIC) not in sys.path:  # appended, so the implementation under test st
     sys.path.append(str(RUBRIC))
 
 from grading import classview, decisions, feedback, gradescope, report, synthetic  # noqa: E402
-from grading.safe_text import FORMULA_START, csv_cell, file_stem  # noqa: E402
+from grading.safe_text import FORMULA_START, csv_cell, csv_uncell, file_stem, terminal  # noqa: E402
 
 ESC = "\x1b"  # hostile names below have no "/", so each can be a folder name
 OSC52 = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07"
@@ -113,7 +114,7 @@ def test_markdown_report_keeps_a_hostile_name_and_text_inert(result, which):
 def test_csv_cells_a_spreadsheet_would_run_are_neutralised(result, tmp_path):
     rows = [hostile(result, HOSTILE["formula"]), hostile(result, "-2+3"), hostile(result, "@SUM(A1)")]
     decisions.write_csv(rows, tmp_path / "grades.csv")
-    cells = [cell for row in csv.reader(open(tmp_path / "grades.csv", encoding="utf-8")) for cell in row]
+    cells = [cell for row in csv.reader((tmp_path / "grades.csv").read_text(encoding="utf-8").splitlines()) for cell in row]
     assert "'" + HOSTILE["formula"] in cells and "'-2+3" in cells and "'@SUM(A1)" in cells
     assert not [c for c in cells if c.startswith(FORMULA_START)], "a cell still starts like a formula"
     assert csv_cell("\tx") == "'\tx" and csv_cell("\rx") == "\\x0dx" and csv_cell(5) == 5 and csv_cell("ok") == "ok"
@@ -134,7 +135,7 @@ def test_grade_py_folder_mode_prints_no_terminal_escape_and_writes_every_output(
                        "--feedback", str(tmp_path / "feedback"), "--no-sandbox"])  # grading itself is replaced
     err = capsys.readouterr().err
     assert code == 0 and ESC not in err and "\x07" not in err and "\\x1b]52" in err
-    assert len(list(csv.DictReader(open(tmp_path / "grades.csv", encoding="utf-8")))) == 4
+    assert len(read_rows(tmp_path / "grades.csv")) == 4
     assert len(list((tmp_path / "reports").glob("*.md"))) == 4 and len(list((tmp_path / "feedback").glob("*.md"))) == 4
     page = (tmp_path / "reports" / "class.html").read_text(encoding="utf-8")
     assert isinstance(json.loads((tmp_path / "reports" / "class.json").read_text(encoding="utf-8"))["similar_pairs"], list)
@@ -190,8 +191,13 @@ def graded_reports(result, folder: Path) -> list:
     return rs
 
 
+def read_rows(path: Path) -> list:
+    with open(path, newline="", encoding="utf-8") as fh:
+        return list(csv.DictReader(fh))
+
+
 def edit(path: Path, changes: dict) -> None:
-    rows = list(csv.DictReader(open(path, encoding="utf-8")))
+    rows = read_rows(path)
     for row in rows:
         row.update(changes.get(row["learner"], {}))
     with open(path, "w", newline="", encoding="utf-8") as fh:
@@ -203,23 +209,19 @@ def edit(path: Path, changes: dict) -> None:
 def test_finalize_turns_the_instructors_decisions_into_grades_and_feedback(result, tmp_path):
     rs = graded_reports(result, tmp_path / "reports")
     decisions.write_csv(rs, tmp_path / "grades.csv")
-    first = next(csv.DictReader(open(tmp_path / "grades.csv", encoding="utf-8")))
+    first = read_rows(tmp_path / "grades.csv")[0]
     assert first["c1_level"] == "HOLD" and first["c1_confidence"] == "90 %" and "[integrity.reference_match]" in first["c1_why"]
     edit(tmp_path / "grades.csv", {"'" + HOSTILE["formula"]: {"c1_level": "developing", "note_to_learner": "Come see me."},
                                    "bob": {"c6_level": "Missing"}})
     errors = decisions.finalize(tmp_path / "grades.csv", tmp_path / "reports", tmp_path / "final.csv", tmp_path / "fb")
     assert errors == []
-    final = {csv_cell_back(r["learner"]): r for r in csv.DictReader(open(tmp_path / "final.csv", encoding="utf-8"))}
+    final = {csv_uncell(r["learner"]): r for r in read_rows(tmp_path / "final.csv")}
     hostile_row, bob = final[HOSTILE["formula"]], final["bob"]
     assert hostile_row["c1_level"] == "Developing" and hostile_row["c1_implementation"] == "10"
     assert "C1 HOLD -> Developing" in hostile_row["changed_from_suggestion"]
     assert bob["c6_level"] == "Missing" and int(bob["total"]) == rs[1]["total"] - rs[1]["criteria"][5]["points"]
     text = (tmp_path / "fb" / f"{file_stem(HOSTILE['formula'])}.md").read_text(encoding="utf-8")
     assert "Come see me." in text and f"Your grade: {hostile_row['total']} / 100" in text
-
-
-def csv_cell_back(value: str) -> str:
-    return value[1:] if value.startswith("'") else value
 
 
 def test_finalize_refuses_an_edited_csv_it_cannot_trust_with_one_line_per_problem(result, tmp_path, capsys):
@@ -297,11 +299,6 @@ def parse_html(page: str) -> Page:
     return p
 
 
-def unquote(href: str) -> str:
-    from urllib.parse import unquote as _unquote
-    return _unquote(href)
-
-
 def test_class_page_is_self_contained_escaped_and_links_every_cell_to_its_evidence(result):
     plain = dict(copy.deepcopy(result), learner="aaron")
     plain["integrity"]["flags"] = {}
@@ -320,14 +317,9 @@ def test_class_page_is_self_contained_escaped_and_links_every_cell_to_its_eviden
     text = "".join(p.text)
     assert ESC not in page and "\x07" not in page
     for r in rs:  # every learner present, as text (control characters shown as escapes)
-        assert report_terminal(r["learner"]) in text
+        assert terminal(r["learner"]) in text
     assert text.index("aaron") > text.index("mallory"), "learners with a flag or HOLD come first"
     assert "HOLD" in text and "READ" in text and "90 %" in text and text.count("93 %") == 1  # the pair, once
-
-
-def report_terminal(text: str) -> str:
-    from grading.safe_text import terminal
-    return terminal(text)
 
 
 # --------------------------------------------------------------------------- 6. Gradescope
