@@ -13,6 +13,7 @@ HTML, so it is set explicitly).
 from __future__ import annotations
 
 from grading import feedback, report
+from grading.safe_text import md, terminal
 
 VISIBILITIES = ("hidden", "after_due_date", "after_published", "visible")
 HOLD_OUTPUT = ("An instructor will review this criterion before it is graded; until then it counts 0 points. "
@@ -31,7 +32,7 @@ def results(r: dict, visibility: str = "after_published") -> dict:
                       "visibility": visibility, "tags": [c["level"]] if not held else ["HOLD"]})
     notes = report.flags(r)
     tests.append({"name": "Instructor notes (hidden from learners)", "status": "failed" if notes else "passed",
-                  "output": "Flags: " + ("; ".join(notes) if notes else "none") + "\n\n" + report.markdown(r),
+                  "output": "Flags: " + ("; ".join(map(md, notes)) if notes else "none") + "\n\n" + report.markdown(r),
                   "output_format": "md", "visibility": "hidden"})
     score = sum(t["score"] for t in tests if "score" in t)
     return {"score": score, "execution_time": int(r.get("seconds") or 0), "output": _top(r, score), "output_format": "text",
@@ -45,7 +46,7 @@ def could_not_grade(why: str, visibility: str = "after_published") -> dict:
     """What run_autograder writes when grading itself failed: no points, and the reason for the instructor."""
     return {"score": 0, "output": "The autograder could not grade this submission; your instructor will look at it.",
             "output_format": "text", "visibility": visibility, "stdout_visibility": "hidden",
-            "tests": [{"name": "Instructor notes (hidden from learners)", "status": "failed", "output": why,
+            "tests": [{"name": "Instructor notes (hidden from learners)", "status": "failed", "output": terminal(why),
                        "output_format": "text", "visibility": "hidden"}]}
 
 
