@@ -91,7 +91,7 @@ def hostile(result: dict, name: str) -> dict:
                             quotes=[HOSTILE["markdown"] + OSC52, HOSTILE["html"]])
     r["criteria"][3]["reasons"].append({"rule": "documents.quote", "text": "answer says " + HOSTILE["terminal"]})
     r["criteria"][4]["evidence"].append("    > " + HOSTILE["html"] + HOSTILE["markdown"])
-    r["integrity"]["flags"]["tests_or_harness_edited"] = ["code/tests/" + HOSTILE["formula"]]
+    r["integrity"]["flags"]["tests_or_harness_edited"] = ["code/tests/" + HOSTILE["formula"], "code/" + HOSTILE["html"]]
     r["sandbox"] = "none"
     return r
 
@@ -378,7 +378,7 @@ def test_a_criterion_on_hold_scores_zero_and_says_an_instructor_will_review_it(r
     c1 = data["tests"][0]
     assert c1["score"] == 0 and "instructor will review" in c1["output"] and c1["tags"] == ["HOLD"]
     assert data["score"] == result["total"] - result["criteria"][0]["points"] > 0
-    assert "<img" not in json.dumps(data["tests"][:7]) and "<script" not in json.dumps(data)
+    assert "<img" not in json.dumps(data) and "<script" not in json.dumps(data)  # the name, in the hidden notes too
 
 
 def test_a_submission_that_cannot_be_graded_still_gets_a_valid_results_json(tmp_path, monkeypatch):
