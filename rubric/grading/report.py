@@ -28,7 +28,7 @@ KEEP = ("called:", "expected:", "got:")
 
 def code(text) -> str:
     """Kept for the evidence lines grader.py builds: an inline code span that cannot break out."""
-    return md_code(text)
+    return md_code(text, limit=2000)
 
 
 # --------------------------------------------------------------------------- shared accessors
