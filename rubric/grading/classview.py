@@ -48,6 +48,10 @@ def _order(r: dict) -> tuple:
     return (0 if held or flags(r) else 1 if read else 2, str(r.get("learner", "")))
 
 
+def _count(results: list, which: str) -> int:
+    return sum(1 for r in results for c in r.get("criteria", []) if mark(c) == which)
+
+
 def _href(reports: str, learner, suffix: str) -> str:
     return html(reports + quote(file_stem(learner) + suffix), quote=True)
 
@@ -59,7 +63,9 @@ def render(results: list, pairs=(), reports: str = "", title: str = "Lesson 06: 
            f'<meta http-equiv="Content-Security-Policy" content="{CSP}">',
            '<meta name="viewport" content="width=device-width, initial-scale=1">',
            f"<title>{_t(title)}</title><style>{CSS}</style></head><body>", f"<h1>{_t(title)}</h1>",
-           f'<p class="legend">{len(results)} learner(s). Every level is a <b>suggestion</b>; you decide. '
+           f'<p class="legend">{len(results)} learner(s); {_count(results, "HOLD")} criteria on HOLD, '
+           f'{_count(results, "READ")} to READ, {sum(1 for r in results if flags(r))} learner(s) flagged. '
+           "Every level is a <b>suggestion</b>; you decide. "
            "<b>HOLD</b>: talk to the learner before grading this criterion. <b>READ</b>: confirm the prose level "
            "from the quoted sentences. Learners with a flag or a HOLD come first. Click a cell for its reasons and "
            "evidence. Record your decisions in the grades CSV, then run <code>grade.py --finalize</code>.</p>"]
