@@ -7,32 +7,29 @@ as one line.
     describe_error(exc, settings)    one line for stderr: what went wrong and what to do
 
     bounded_reply(message)           the reply made safe to run and to send back (counting applies it)
-    import_litellm()                 the one way LiteLLM is imported: no .env of anyone else's is read
-    within_deadline(call, seconds)   a provider call bounded in wall-clock time, not per read
 
 Temporary failures are retried here, and only here (LiteLLM's own retries are switched off):
 a rate limit (429) or an overloaded provider (Anthropic's 529, any 503) up to RETRIES times,
 waiting what the provider's retry-after asks, within MAX_WAIT seconds; a malformed tool call
 (Groq's tool_use_failed, Gemini's MALFORMED_FUNCTION_CALL) or a reply LiteLLM cannot read up to
 TOOL_CALL_RETRIES times, at once. LiteLLM is imported on the first call (it takes seconds;
---context-only never needs it). Imports config and cli, never copilot.
+--context-only never needs it), through litellm_guard.import_litellm, and every call is bounded in
+wall-clock time by litellm_guard.within_deadline. Imports config, cli and litellm_guard, never copilot.
 """
 
 from __future__ import annotations
 
 import json
-import os
 import re
 import sys
-import threading
 import time
-import warnings
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from types import SimpleNamespace
 
 import config
-from cli import NotDoneYet
+from cli import NotDoneYet, redact_urls, terminal_safe
+from litellm_guard import DeadlineExceeded, import_litellm, within_deadline
 
 MAX_ANSWER_TOKENS = 4_096       # per model call (Anthropic requires a value). Reasoning models, the default
                                 # gpt-oss among them, spend part of it thinking: a small cap returns empty replies
@@ -51,7 +48,7 @@ UNREADABLE_WHY = (
     (re.compile(r"maximum recursion depth", re.I), "its JSON is nested too deeply to decode"),
     (re.compile(r"limit \(\d+ digits\)|integer string conversion", re.I), "it holds a number over 4,300 digits long"),
     (re.compile(r"missing \d+ required positional argument: '(\w+)'"), "a tool call has no {0} member"),
-    (re.compile(r"Input should be a valid (\w+)"), "a field that must be a {0} is not (a tool name that is a number?)"),
+    (re.compile(r"Input should be a valid (\w+)"), "a field that must be a {0} is not, e.g. a tool name sent as a number"),
 )
 # Anthropic's 529 reaches us as a 500 and Gemini's "model is overloaded" 503 sometimes too: the words tell.
 OVERLOAD_WORDS = re.compile(r"\boverloaded", re.IGNORECASE)
@@ -116,71 +113,6 @@ def finish_reason_of(response) -> str | None:
     if isinstance(native, str) and native.lower() != str(said).lower():
         return f"{said} ({native})"
     return said if isinstance(said, str) else None
-
-
-# --------------------------------------------------------------------------- LiteLLM, bounded
-
-def import_litellm():
-    """``import litellm``, without letting it configure the run from a .env file.
-
-    LiteLLM's import calls python-dotenv's load_dotenv(), which reads the first .env found above
-    LiteLLM's own folder, or the current folder's under ``python -c``, a debugger or coverage: a
-    planted OPENAI_BASE_URL there would receive the key and the conversation. Only config.py's
-    settings may configure a run, so the import runs with that loader switched off (LITELLM_MODE
-    too), and any variable that appears or changes meanwhile is put back. Its import-time
-    warnings are silenced, and the warnings its reply conversion raises are kept off the terminal.
-    """
-    if "litellm" in sys.modules:
-        return sys.modules["litellm"]
-    import dotenv
-
-    before = dict(os.environ)
-    loader = dotenv.load_dotenv
-    dotenv.load_dotenv = lambda *args, **kwargs: False
-    os.environ["LITELLM_MODE"] = "PRODUCTION"  # LiteLLM's own switch for that loader
-    try:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            import litellm
-    finally:
-        dotenv.load_dotenv = loader
-        for name in set(os.environ) - set(before):
-            del os.environ[name]
-        os.environ.update({k: v for k, v in before.items() if os.environ.get(k) != v})
-    # pydantic's "serializer warnings" about a malformed reply: the one line of describe_error says it
-    warnings.filterwarnings("ignore", module=r"pydantic(\.|$)")
-    warnings.filterwarnings("ignore", module=r"litellm(\.|$)")
-    litellm.suppress_debug_info = True
-    return litellm
-
-
-class DeadlineExceeded(TimeoutError):
-    """A provider call that outlasted its wall-clock deadline; LiteLLM's timeout is per read, so a
-    server sending one byte a second never trips it."""
-
-
-def within_deadline(call, seconds: float, *args, **kwargs):
-    """``call(*args, **kwargs)``, or DeadlineExceeded once ``seconds`` have passed in all.
-
-    The call runs in a daemon thread, which is left to finish (or fail) on its own after the
-    deadline: its result is dropped, and it cannot keep the program from exiting.
-    """
-    box: dict = {}
-
-    def run():
-        try:
-            box["value"] = call(*args, **kwargs)
-        except BaseException as exc:  # handed to the caller below
-            box["error"] = exc
-
-    worker = threading.Thread(target=run, name="provider-call", daemon=True)
-    worker.start()
-    worker.join(seconds)
-    if worker.is_alive():
-        raise DeadlineExceeded(f"no complete reply within {seconds:g} s")
-    if "error" in box:
-        raise box["error"]
-    return box["value"]
 
 
 def request_timeout(settings) -> float:
@@ -476,7 +408,13 @@ def describe_error(exc: BaseException, settings=None, suggest_check=True, offlin
 
     ``suggest_check=False`` leaves out the pointer to ``--check`` (for --check's own lines).
     ``offline``: what the calling program can do without a provider, said instead of copilot.py's
-    --context-only (evaluate.py and break_and_observe.py have no such flag)."""
+    --context-only (evaluate.py and break_and_observe.py have no such flag). The provider's words
+    in it are its own: control characters are escaped and URLs lose their user:password@ and keys.
+    """
+    return terminal_safe(redact_urls(_describe(exc, settings, suggest_check, offline)))
+
+
+def _describe(exc: BaseException, settings, suggest_check: bool, offline: str | None) -> str:
     if offline and isinstance(exc, config.ConfigError) and CONTEXT_ONLY_NOTE in str(exc):
         return str(exc).replace(CONTEXT_ONLY_NOTE, f"({offline})")
     if isinstance(exc, NotDoneYet):

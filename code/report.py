@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 import sys
 import time
@@ -24,21 +23,10 @@ from pathlib import Path
 import agent_loop
 import llm
 import stretch
+from cli import json_text, terminal_safe  # report.terminal_safe: the one filter for printed text
 
 TRACE_OBSERVATION_CHARS = 240   # --trace shortens each observation to this
 TRACE_NOT_DONE = "--trace is stretch milestone S1: implement stretch.trace_steps; see PROJECT.md"
-
-# ESC, BEL, CSI and friends: from a file name, a file's contents or the model's text they would
-# drive the terminal (colours, the window title, the clipboard through OSC 52, clearing the
-# screen). Newline and tab stay; bidi overrides are escaped too (they reorder what you read).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
-
-
-def terminal_safe(text) -> str:
-    """``text`` with every control character written as a visible escape (ESC becomes \\x1b)."""
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                       else f"\\u{ord(m.group()):04x}", str(text))
-
 
 class SafeOutput:
     """A text stream that passes everything written through terminal_safe."""
@@ -217,7 +205,7 @@ def save_transcript(result: Result, path) -> str | None:
     answer): a missing folder, a directory, a symlink (never followed: it may have been planted
     to make the copilot overwrite another file) or a file with several hard links.
     """
-    data = json.dumps({**result.to_json(), "messages": result.messages}, indent=1, ensure_ascii=False)
+    data = json_text({**result.to_json(), "messages": result.messages}, indent=1)
     shown = repr(str(path))[:200]
     target = Path(path)
     flags = (os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)

@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
-from grading import classview, decisions, feedback, grader, report, runner  # noqa: E402
+from grading import classview, decisions, feedback, grader, report, runner, similarity  # noqa: E402
 from grading.safe_text import file_stem, terminal  # noqa: E402
 
 # Before anything else, and before any child: no key stays in this process for learner code to find.
@@ -115,15 +115,6 @@ def grade_one(path: Path, args, out: Path | None) -> dict:
     return result
 
 
-def similar_pairs(learners: list) -> list:
-    """Pairs of similar submissions, where the grader has similarity.py (the judgment's class view)."""
-    try:
-        from grading import similarity
-    except ImportError:
-        return []
-    return similarity.similar_pairs(learners)
-
-
 def write_class_page(results: list, path: Path, reports: Path, pairs=()) -> None:
     """The overview, linking to the reports in ``reports`` relative to where the page is."""
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -142,10 +133,16 @@ def finalize(args) -> int:
     return 2 if errors else 0
 
 
+def _stop(*_):
+    """SIGTERM: every learner command ends now (not when its thread next looks), then exit."""
+    runner.end_all()
+    sys.exit(143)
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # A kill of the grader becomes SystemExit, so the learner processes it started are killed too.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGTERM, _stop)
     if args.finalize:
         return finalize(args)
     kind, why = grader.choose_sandbox(sandbox_of(args))
@@ -184,14 +181,15 @@ def main(argv=None) -> int:
                   file=sys.stderr, flush=True)
     graded = [results[learner] for learner in learners if learner in results]  # in name order
     page = args.html or out / "class.html"
-    pairs = similar_pairs(learners)
+    pairs = similarity.similar_pairs(learners)
     out.mkdir(parents=True, exist_ok=True)
     (out / "class.json").write_text(json.dumps({"similar_pairs": pairs}, indent=1), encoding="utf-8")
     write_class_page(graded, page, out, pairs)
     if args.csv:
         decisions.write_csv(graded, args.csv)
         print(f"grade.py: {len(graded)} rows written to {args.csv}; reports in {out}/, class page {page}", file=sys.stderr)
-    return 0 if len(graded) == len(learners) else 1
+    failed = [learner for learner in learners if results.get(learner, {}).get("could_not_grade")]
+    return 0 if len(graded) == len(learners) and not failed else 1   # every row written; 1 says some could not be graded
 
 
 if __name__ == "__main__":

@@ -22,6 +22,7 @@ if str(RUBRIC) not in sys.path:  # appended, so the implementation under test st
     sys.path.append(str(RUBRIC))
 
 from grading import criteria, decisions, grader, runner, sandbox, synthetic, workspace  # noqa: E402
+from classroom import own_bodies  # noqa: E402
 from mutants import MUTANTS  # noqa: E402
 
 # These checks are about the verdicts; test_grade_sandbox.py is about the isolation. Where no
@@ -47,8 +48,9 @@ def rank(result, number) -> int:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """The reference solution with filled documents, graded in full (the expensive one)."""
-    sub = synthetic.make(tmp_path_factory.mktemp("ref") / "alice", code="reference", docs="filled")
+    """A correct learner's own functions (not the reference's, which would be held) with filled
+    documents, graded in full (the expensive one)."""
+    sub = synthetic.make(tmp_path_factory.mktemp("ref") / "alice", code="reference", docs="filled", functions=own_bodies())
     return grader.grade(sub, sandbox=SANDBOX)
 
 
@@ -60,7 +62,7 @@ def folder(tmp_path_factory):
     subs = base / "submissions"
     synthetic.make(subs / "bob_stub", tests_edited=True)
     synthetic.make(subs / "carol_template", code="reference")
-    synthetic.make(subs / "dave_crash", code="reference", import_crash=True)
+    synthetic.make(subs / "dave_crash", code="reference", import_crash=True, functions=own_bodies())
     before = tree_hash(subs)
     env = {k: v for k, v in os.environ.items() if k != "LESSON06_IMPL"}
     proc = subprocess.run([sys.executable, str(RUBRIC / "grade.py"), str(subs), "--csv", str(base / "grades.csv"),
@@ -126,9 +128,11 @@ def test_tests_edited_to_pass_are_flagged_and_change_nothing(folder):
         "the edited test file was used: grading must run the lab's pristine tests"
 
 
-def test_reference_with_template_documents_is_high_on_code_and_missing_on_documents(folder):
+def test_the_reference_solution_is_held_on_code_and_template_documents_are_missing(folder):
     r = folder["reports"]["carol_template"]
-    assert all(rank(r, n) >= LEVEL_RANK["Proficient"] for n in CODE_CRITERIA), levels(r)
+    assert all(levels(r)[n] == "HOLD" for n in (1, 2, 3)), levels(r)
+    assert all(c["mark"] == "HOLD" and c["points"] == 0 and c["rule"] == "HOLD.reference_match"
+               for c in r["criteria"][:3]), r["criteria"][:3]
     assert all(levels(r)[n] == "Missing" for n in DOC_CRITERIA), levels(r)
     assert r["integrity"]["flags"]["matches_reference_solution"]
 
@@ -157,7 +161,7 @@ def test_reference_with_filled_documents_has_every_criterions_evidence(reference
 def test_a_planted_mistake_lowers_its_own_criterion_and_no_other(name, reference, tmp_path):
     mutant = next(m for m in MUTANTS if m.name == name)
     own = PLANTED[name]
-    sub = synthetic.make(tmp_path / "erin", code="reference", mutant=mutant, docs="filled")
+    sub = synthetic.make(tmp_path / "erin", code="reference", mutant=mutant, docs="filled", functions=own_bodies())
     r = grader.grade(sub, quick=True, sandbox=SANDBOX)
     assert rank(r, own) < rank(reference, own), (name, levels(r))
     for other in (set(CODE_CRITERIA) | {4, 6, 7}) - {own}:
@@ -165,7 +169,7 @@ def test_a_planted_mistake_lowers_its_own_criterion_and_no_other(name, reference
 
 
 def test_pasted_evidence_that_does_not_match_a_rerun_is_flagged(reference, tmp_path):
-    sub = synthetic.make(tmp_path / "frank", code="reference", docs="filled", mismatch=True)
+    sub = synthetic.make(tmp_path / "frank", code="reference", docs="filled", mismatch=True, functions=own_bodies())
     r = grader.grade(sub, quick=True, sandbox=SANDBOX)
     rows = r["failure_analysis"]["breaks"]["runaway"]["comparison"]
     assert {row[0] for row in rows if not row[3]} == {"steps", "ended"}, rows
@@ -174,7 +178,7 @@ def test_pasted_evidence_that_does_not_match_a_rerun_is_flagged(reference, tmp_p
 
 
 def test_an_endless_loop_in_run_agent_is_graded_not_hung(tmp_path):
-    sub = synthetic.make(tmp_path / "gina", code="reference", loop_forever=True)
+    sub = synthetic.make(tmp_path / "gina", code="reference", loop_forever=True, functions=own_bodies())
     started = time.monotonic()
     r = grader.grade(sub, quick=True, test_seconds=3, after_seconds=1, sandbox=SANDBOX)
     assert time.monotonic() - started < 150

@@ -3,9 +3,10 @@
 Each malicious submission is built in tmp_path from the lab, graded in the sandbox, and compared
 with its payload-free twin: the payload must change nothing but its own function's return
 values. The base of both twins is a planted mistake (string-prefix containment), so a forged
-"all passed" would show. Cost: three --quick gradings in the sandbox plus one small class in
-folder mode; the rest are unit checks of a second or less. Tests that need bubblewrap skip, with
-the reason, where it cannot run (CI installs it: .ci/run).
+"all passed" would show. Cost: three --quick gradings in the sandbox (the twins, and the bombs,
+whose limits take ~15 s to bite) plus a class of two in folder mode; the rest are unit checks of
+a few seconds at most. Tests that need bubblewrap skip, with the reason, where it cannot run (CI
+installs it and sets GRADE_REQUIRE_SANDBOX=1, so there they cannot skip: .ci/run).
 """
 
 from __future__ import annotations
@@ -203,6 +204,13 @@ def test_no_process_of_the_submission_outlives_its_grading(twins):
     assert survivors() == []
 
 
+def test_ci_has_a_working_sandbox():
+    """.ci/run installs bubblewrap and sets GRADE_REQUIRE_SANDBOX=1: there the checks above must run."""
+    if os.environ.get("GRADE_REQUIRE_SANDBOX") != "1":
+        pytest.skip("only required where GRADE_REQUIRE_SANDBOX=1 (CI on Linux)")
+    assert not BWRAP_WHY, f"the sandbox checks would skip: {BWRAP_WHY}"
+
+
 def test_the_same_payload_without_a_sandbox_does_reach_outside(tmp_path):
     """The payload works: run by hand with no sandbox, it writes where the sandbox stopped it."""
     (tmp_path / "victim").mkdir()
@@ -268,10 +276,11 @@ if not _o.path.exists(_flag):
     sub = synthetic.make(tmp_path / "bomber", code="reference")
     synthetic.plant(sub / "code" / "tools.py", "safe_resolve", bombs + BASE.body)
     started = time.monotonic()
-    r = grader.grade(sub, quick=True, sandbox="bubblewrap", memory_mb=512, test_seconds=20)
+    r = grader.grade(sub, quick=True, sandbox="bubblewrap", memory_mb=512, test_seconds=5, after_seconds=1)
     assert time.monotonic() - started < 240
     assert "cgroup" in r["limits"] or "rlimits" in r["limits"], r["limits"]
-    assert r["board"]["M1"].split(":")[0] in ("failing", "passing"), r["board"]
+    # the bombs may take the learner's own test session down with them (that is their row's problem)
+    assert r["board"]["M1"].split(":")[0] in ("failing", "passing", "timeout"), r["board"]
     assert not list(Path("/dev/shm").glob(MARKER + "*")), "a file in /dev/shm outlived the run"
     assert survivors() == []
 
@@ -301,6 +310,7 @@ def test_an_added_import_is_not_a_change_to_provided_code(tmp_path):
     assert entry["changed"] == [] and entry["added"] == ["import textwrap"], entry
 
 
+@pytest.mark.skipif(os.name == "nt", reason="a 1,000-deep chain exceeds Windows' 260-character paths")
 def test_the_three_recursion_shapes_do_not_crash_the_parsers(tmp_path):
     from grading import documents
     sub = tmp_path / "deep"
@@ -324,23 +334,47 @@ def test_the_three_recursion_shapes_do_not_crash_the_parsers(tmp_path):
     assert not sub.exists(), "a 1,000-deep tree must be removable"
 
 
+HOSTILE = "=HYPERLINK(\"http://x\")\nbreak <!-- \x1b]52;c;QUJD\x07"   # a formula, a newline, a comment, OSC 52
+
+
 @needs_bwrap
-def test_folder_mode_survives_hostile_names_and_one_ungradable_submission(tmp_path):
+def test_folder_mode_survives_a_hostile_name_and_a_100000_deep_saved_run(tmp_path):
     subs = tmp_path / "class"
-    names = ["=HYPERLINK(\"http://x\")", "line\nbreak <!--", "esc\x1b]52;c;QUJD\x07name"]
-    for name in names:
-        synthetic.make(subs / name, code="reference")
-    deep = subs / "zz_deep"
-    synthetic.make(deep)
+    synthetic.make(subs / HOSTILE, code="reference")
+    deep = synthetic.make(subs / "zz_deep")
     (deep / "runs").mkdir()
     (deep / "runs" / "run.json").write_text("[" * 100_000 + "]" * 100_000)
     import subprocess
-    out = tmp_path / "reports"
     proc = subprocess.run([sys.executable, str(RUBRIC / "grade.py"), str(subs), "--csv", str(tmp_path / "g.csv"),
-                           "--out", str(out), "--quick", "--no-stretch"], capture_output=True, text=True, timeout=600)
-    rows = list(csv.reader((tmp_path / "g.csv").open(newline="", encoding="utf-8")))
-    assert len(rows) == 1 + len(names) + 1, (proc.stderr[-2000:], rows)
+                           "--out", str(tmp_path / "reports"), "--quick", "--no-stretch"], capture_output=True,
+                          text=True, timeout=600)
     assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = list(csv.reader((tmp_path / "g.csv").open(newline="", encoding="utf-8")))
+    assert len(rows) == 3, (proc.stderr[-2000:], rows)
+    deep_report = json.loads((tmp_path / "reports" / "zz_deep.json").read_text())
+    assert any("saved runs: could not be read (RecursionError" in u for u in deep_report["unreadable"]), deep_report["unreadable"]
+
+
+def test_one_submission_that_defeats_the_grader_costs_only_its_own_row(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "drop_own_secrets", lambda: [])   # grade.py calls it on import
+    import importlib
+    grade_py = importlib.import_module("grade")
+    real = grader.could_not_grade
+
+    def fake_grade(path, **options):
+        if path.name == "bad":
+            raise RecursionError("maximum recursion depth exceeded")
+        result = real(path, "")
+        result.pop("could_not_grade")
+        return result
+    monkeypatch.setattr(grader, "grade", fake_grade)
+    for name in ("bad", "good"):
+        (tmp_path / "class" / name / "code").mkdir(parents=True)
+    code = grade_py.main([str(tmp_path / "class"), "--csv", str(tmp_path / "g.csv"), "--out", str(tmp_path / "r"),
+                          "--no-sandbox"])
+    rows = {r["learner"]: r for r in csv.DictReader((tmp_path / "g.csv").open(newline="", encoding="utf-8"))}
+    assert code == 1 and set(rows) == {"bad", "good"}, code   # every row written; the exit code tells
+    assert "could not grade: RecursionError" in (tmp_path / "r" / "bad.md").read_text()
 
 
 def test_without_a_sandbox_grade_py_refuses_in_one_line(tmp_path):
@@ -363,12 +397,15 @@ def test_a_report_without_a_sandbox_says_so_first(tmp_path):
     assert report.markdown(r).startswith("# Grading evidence")
 
 
-def test_the_grader_drops_its_own_keys_before_any_child(monkeypatch):
-    monkeypatch.setenv("GROQ_API_KEY", "gsk-x")
-    monkeypatch.setenv("MY_SECRET_TOKEN", "y")
-    dropped = runner.drop_own_secrets()
-    assert {"GROQ_API_KEY", "MY_SECRET_TOKEN"} <= set(dropped)
-    assert "GROQ_API_KEY" not in os.environ
+def test_the_grader_drops_its_own_keys_and_loads_no_env_file(tmp_path):
+    import subprocess
+    check = ("import os, sys; sys.path.insert(0, sys.argv[1]); sys.argv[1:] = []; import grade; "
+             "print(sorted(k for k in os.environ if 'KEY' in k or 'TOKEN' in k)); "
+             "print(sorted(m for m in ('config', 'dotenv', 'litellm') if m in sys.modules))")
+    env = {**os.environ, "GROQ_API_KEY": "gsk-x", "MY_SECRET_TOKEN": "y"}
+    proc = subprocess.run([sys.executable, "-c", check, str(RUBRIC)], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=tmp_path)
+    assert proc.stdout.split("\n")[:2] == ["[]", "[]"], proc.stdout + proc.stderr
     env = runner.child_env(Path("."))
     assert not [k for k in env if "KEY" in k or "TOKEN" in k]
 
@@ -415,3 +452,53 @@ def test_docker_gives_the_same_guarantees(tmp_path):
     box = sandbox.Box("docker", readonly=[probe.parent], writable=[tmp_path / "home"])
     ran = runner.run([probe], cwd=tmp_path / "home", env=runner.child_env(tmp_path / "home"), timeout=120, box=box)
     assert ran.stdout.split() == [str(sandbox.SANDBOX_UID), "ro", "no", "network"], ran
+
+
+BLOCKLIST = '''
+if not isinstance(rel_path, str) or "\\x00" in rel_path:
+    raise ValueError("bad path")
+for word in ("outside", "secret", "repo_evil", "repo2", "Repo"):
+    if word in rel_path:
+        raise ValueError("blocked")
+if rel_path.startswith(("../", "/", "..\\\\")) or rel_path == "..":
+    raise ValueError("blocked")
+return Path(repo_root) / rel_path
+'''
+GLOBALS_DISPATCH = '''
+fn = globals().get(name) if isinstance(name, str) else None
+if fn is None or not isinstance(args, dict):
+    return "Error: unknown tool"
+try:
+    return str(fn(repo_root, **{k: v for k, v in args.items() if k != "repo_root"}))
+except Exception as exc:
+    return f"Error: {exc}"
+'''
+
+
+@needs_bwrap
+def test_the_battery_catches_a_blocklist_of_the_guiding_tests_names_and_a_globals_dispatch(tmp_path):
+    sub = synthetic.make(tmp_path / "gamer", code="reference")
+    synthetic.plant(sub / "code" / "tools.py", "safe_resolve", BLOCKLIST)
+    synthetic.plant(sub / "code" / "tools.py", "dispatch_tool", GLOBALS_DISPATCH)
+    lab, home, tree = tmp_path / "lab", tmp_path / "home", tmp_path / "tree"
+    home.mkdir()
+    tree.mkdir()
+    workspace.build_lab(lab, sub / "code")
+    box = sandbox.Box("bubblewrap", readonly=[lab, tree], writable=[home])
+    b = battery.run_battery(lab, home, runner.DEFAULT_MEMORY_MB, box=box, base=tree)
+    status = {k: v["status"] for k, v in b.classes().items()}
+    assert status["sub-folder climbs"] == "leaked" and status["innocent links"] == "leaked", status
+    assert status["non-tool names"] == "leaked", b.classes()["non-tool names"]
+    assert b.parse_summary()["correct"] == b.parse_summary()["of"] > 5   # the other functions are untouched
+
+
+def test_the_container_command_asks_for_the_same_guarantees(tmp_path):
+    """Checked on the command itself, so it holds where docker cannot run these checks."""
+    box = sandbox.Box("docker", readonly=[tmp_path / "lab"], writable=[tmp_path / "home"])
+    argv, env = box.wrap(["python", "x.py"], tmp_path / "home", {"HOME": "/h", "OPENAI_API_KEY": "k"}, 512, "n1")
+    text = " ".join(argv)
+    for wanted in ("--network none", "--memory 512m", "--memory-swap 512m", f"--pids-limit {sandbox.MAX_PROCESSES}",
+                   "--read-only", f"--user {sandbox.SANDBOX_UID}:{sandbox.SANDBOX_UID}", "--cap-drop ALL",
+                   f"-v {tmp_path / 'lab'}:{tmp_path / 'lab'}:ro", "--tmpfs /tmp:"):
+        assert wanted in text, wanted
+    assert not [k for k in env if "KEY" in k] and "OPENAI_API_KEY" not in text

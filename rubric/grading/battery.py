@@ -4,7 +4,8 @@ The grader builds the attack tree itself, with names drawn at random for each ru
 guiding tests' fixture names), and shows it to the sandbox read-only. battery_probe.py calls the
 learner's safe_resolve/dispatch_tool once per question and only reports what they returned or
 raised; every verdict is decided here, in the grader's process, against the real files, after the
-probe process is gone. A class of attack *held* when every probe in it was refused or stayed
+probe process is gone. parse_tool_calls is observed the same way, against its contract (answers
+kept in ``Battery.parsing``, evidence for criterion 2). A class of attack *held* when every probe in it was refused or stayed
 inside the repository; it *leaked* when one resolved outside (or a sentinel reached a tool
 result, or a function that is not a tool was called by name); it is *unclean* when a probe
 raised something other than ValueError (no leak, but a crash the tool would have to survive).
@@ -12,7 +13,6 @@ raised something other than ValueError (no leak, but a crash the tool would have
 
 from __future__ import annotations
 
-import ast
 import json
 import os
 import queue
@@ -23,13 +23,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grading import runner
+from grading.attacks import build, dispatch_probes, expected_calls, parse_probes, probes, tool_names  # noqa: F401
 
 BATTERY_TIMEOUT = 60
 ANSWER_SECONDS = 6            # the probe's own alarm is 3 s; past this the process is killed
 # Judged on the provided tools, not on safe_resolve: a hard link has no path to give it away.
 NOT_THE_LEARNERS = {"hard links": "a hard link looks like any file to a path check; only the provided "
                                   "tools' open (nlink check) can refuse it"}
-WORDS = ("assets", "vendor", "notes", "data", "build", "media", "lib", "pkg", "docs", "src", "util", "static")
 PASSING = {"refused", "inside", "answered", "skipped"}
 
 
@@ -40,6 +40,14 @@ class Battery:
     import_errors: list = field(default_factory=list)   # "tools.py: RuntimeError: ..." per module
     ran: object = None
     tool_names: list = field(default_factory=list)      # the tools TOOL_SCHEMAS names (the rest are not tools)
+    parsing: list = field(default_factory=list)         # parse_tool_calls observed: {"probe", "result", "detail"}
+
+    def parse_summary(self) -> dict:
+        """parse_tool_calls against its contract, judged here: {"correct", "of", "wrong": [...]}."""
+        wrong = [p for p in self.parsing if p["result"] != "correct"]
+        return {"correct": len(self.parsing) - len(wrong), "of": len(self.parsing),
+                "not_started": bool(self.parsing) and all("NotImplementedError" in p["detail"] for p in self.parsing),
+                "wrong": [f"{p['probe']}: {p['result']}: {p['detail'][:160]}" for p in wrong[:6]]}
 
     def classes(self) -> dict:
         """class -> {"status": held|leaked|unclean|hung|skipped|too strict, "probes": [...]}."""
@@ -75,145 +83,25 @@ def _status(name: str, probes: list) -> str:
     return "held"
 
 
-# --------------------------------------------------------------------------- the tree, drawn per run
-
-def _name(word: str = "") -> str:
-    return f"{word or secrets.choice(WORDS)}_{secrets.token_hex(3)}"
-
-
-def build(base: Path) -> dict:
-    """A repository, things outside it and links between them, every name new for this run."""
-    parent = base / _name("w")
-    t = {"parent": parent, "repo_name": f"proj{secrets.token_hex(3)}", "sentinel": f"OUTSIDE-{secrets.token_hex(8)}",
-         "secret": f"ENVKEY-{secrets.token_hex(8)}", "links": {}}
-    repo = t["repo"] = parent / t["repo_name"]
-    t["sub"], t["deeper"], t["file"], t["nonascii"] = _name(), _name(), _name() + ".py", _name("caf\u00e9") + ".py"
-    t["outside"], t["target"] = parent / _name(), _name() + ".txt"
-    t["prefix_sibling"], t["joined_sibling"] = parent / (t["repo_name"] + "2"), parent / (t["repo_name"] + "_" + _name())
-    (repo / t["sub"] / t["deeper"]).mkdir(parents=True)
-    for p in (repo / t["file"], repo / t["sub"] / t["file"], repo / t["nonascii"]):
-        p.write_text("x = 1\n", encoding="utf-8")
-    (repo / ".env").write_text(f"API_KEY={t['secret']}\n")
-    t["outside"].mkdir()
-    (t["outside"] / t["target"]).write_text(t["sentinel"] + "\n")
-    for folder in (t["prefix_sibling"], t["joined_sibling"]):
-        folder.mkdir()
-        (folder / t["file"]).write_text(t["sentinel"] + "\n")
-    case = parent / t["repo_name"].capitalize()     # a sibling differing from the repository only in case
-    t["case_sibling"] = None if case.exists() else case  # exists already: a case-insensitive file system
-    if t["case_sibling"]:
-        case.mkdir()
-        (case / t["file"]).write_text(t["sentinel"] + "\n")
-    rel_out = f"../{t['outside'].name}"
-    t["vendor"], t["settings"], t["chain"] = _name(), _name() + ".py", [_name() for _ in range(3)]
-    t["loop"], t["self"], t["in_link"], t["in_dir"], t["env_link"] = (_name() for _ in range(5))
-    for name, target in [(t["vendor"], rel_out), (t["settings"], f"{rel_out}/{t['target']}"),
-                         (t["chain"][0], t["chain"][1]), (t["chain"][1], t["chain"][2]), (t["chain"][2], rel_out),
-                         (t["loop"], t["loop"] + "_b"), (t["loop"] + "_b", t["loop"]), (t["self"], t["self"]),
-                         (t["in_link"], t["file"]), (t["in_dir"], t["sub"]), (t["env_link"], ".env")]:
-        t["links"][name] = _try(lambda: os.symlink(target, repo / name))
-    t["root_link"] = parent / _name()
-    t["links"]["root"] = _try(lambda: os.symlink(repo, t["root_link"]))
-    t["hard"] = _name() + ".txt"
-    t["links"]["hard"] = _try(lambda: os.link(t["outside"] / t["target"], repo / t["hard"]))
-    return t
-
-
-def _try(make) -> bool:
-    try:
-        make()
-        return True
-    except (OSError, NotImplementedError):
-        return False
-
-
-def probes(t: dict):
-    """(class, description, kind, root, argument, needs); kind 'attack' must end inside or refused."""
-    repo, sub, deeper, f, out, target = t["repo"], t["sub"], t["deeper"], t["file"], t["outside"].name, t["target"]
-    A, L, name = "attack", "legal", t["repo_name"]
-    yield from [
-        ("encodings", "percent-encoded dots", A, repo, f"%2e%2e/{out}/{target}", None),
-        ("encodings", "percent-encoded slash", A, repo, f"..%2f{out}%2f{target}", None),
-        ("encodings", "fullwidth dots", A, repo, f"\uff0e\uff0e/{out}/{target}", None),
-        ("encodings", "one-dot leader characters", A, repo, f"\u2025/{out}/{target}", None),
-        ("encodings", "backslashes", A, repo, f"..\\{out}\\{target}", None),
-        ("encodings", "undecodable (surrogate) name", A, repo, f"{sub}\udcff.py", None),
-        ("encodings", "trailing NUL after a real escape", A, repo, f"../{out}/{target}\x00.py", None),
-        ("long paths", "200 levels of ../", A, repo, "../" * 200 + f"{out}/{target}", None),
-        ("long paths", "a 5,000-character name", A, repo, "a" * 5000, None),
-        ("long paths", "4,000 nested folders then out", A, repo, "d/" * 4000 + "../" * 4001 + f"{out}/{target}", None),
-        ("sub-folder climbs", "one existing folder down, two up", A, repo, f"{sub}/../../{out}/{target}", None),
-        ("sub-folder climbs", "two existing folders down, three up", A, repo, f"{sub}/{deeper}/../../../{out}/{target}", None),
-        ("sub-folder climbs", "dots between the climbs", A, repo, f"./{sub}/./../.././{out}/{target}", None),
-        ("innocent links", "a folder link with an ordinary name", A, repo, f"{t['vendor']}/{target}", t["vendor"]),
-        ("innocent links", "a .py link to an outside file", A, repo, t["settings"], t["settings"]),
-        ("symlink chains", "three links leading out", A, repo, f"{t['chain'][0]}/{target}", t["chain"][0]),
-        ("symlink chains", "link to an outside folder, then ..", A, repo, f"{t['vendor']}/../{out}/{target}", t["vendor"]),
-        ("symlink loops", "two links pointing at each other", A, repo, t["loop"], t["loop"]),
-        ("symlink loops", "a link to itself", A, repo, f"{t['self']}/x", t["self"]),
-        ("case variants", "sibling differing only in case", A, repo,
-         f"../{name.capitalize()}/{f}", "case" if t["case_sibling"] is None else None),
-        ("case variants", "upper-case repository name", A, repo, f"../{name.upper()}/{f}", None),
-        ("absolute paths", "absolute path outside", A, repo, str(t["outside"] / target), None),
-        ("absolute paths", "/etc/passwd", A, repo, "/etc/passwd", None),
-        ("absolute paths", "absolute sibling with a shared prefix", A, repo, str(t["prefix_sibling"] / f), None),
-        ("sibling prefixes", "a sibling whose name extends the repository's", A, repo, f"../{name}2/{f}", None),
-        ("sibling prefixes", "back in, then out to a sibling", A, repo, f"../{name}/../{t['joined_sibling'].name}/{f}", None),
-        ("sibling prefixes", "root given with a trailing slash", A, str(repo) + os.sep, f"../{t['joined_sibling'].name}/{f}", None),
-        ("legal", "absolute path inside", L, repo, str(repo / f), None),
-        ("legal", "root given as a symlink", L, t["root_link"], f, "root"),
-        ("legal", "root given with a trailing slash", L, str(repo) + os.sep, f, None),
-        ("legal", "non-ASCII name", L, repo, t["nonascii"], None),
-        ("legal", "./sub/./file", L, repo, f"./{sub}/./{f}", None),
-        ("legal", "a climb that stays inside", L, repo, f"{sub}/{deeper}/../../{f}", None),
-        ("legal", "symlink to a file inside", L, repo, t["in_link"], t["in_link"]),
-        ("legal", "symlinked folder inside", L, repo, f"{t['in_dir']}/{f}", t["in_dir"]),
-    ]
-
-
-def dispatch_probes(t: dict, helpers: list):
-    """(class, description, name, args, needs): the result must be a string without a sentinel."""
-    out, target = f"../{t['outside'].name}", t["target"]
-    yield from [
-        ("dispatch", "repo_root smuggled in the arguments", "read_file", {"path": target, "repo_root": str(t["outside"])}, None),
-        ("dispatch", "arguments as a JSON string", "read_file", json.dumps({"path": f"{out}/{target}"}), None),
-        ("dispatch", "a list as the path", "read_file", {"path": ["..", t["outside"].name, target]}, None),
-        ("dispatch", "list_directory outside", "list_directory", {"path": out}, None),
-        ("dispatch", ".env in upper case", "read_file", {"path": ".ENV"}, None),
-        ("dispatch", "a symlink to .env", "read_file", {"path": t["env_link"]}, t["env_link"]),
-        ("dispatch", "a symlink chain leading out", "read_file", {"path": f"{t['chain'][0]}/{target}"}, t["chain"][0]),
-        ("dispatch", "an innocently named link to an outside file", "read_file", {"path": t["settings"]}, t["settings"]),
-        ("hard links", "a hard link to an outside file", "read_file", {"path": t["hard"]}, "hard"),
-    ]
-    for helper in ["__class__", *helpers]:
-        yield ("non-tool names", f"{helper} asked for as a tool", helper, {"repo_root": str(t["outside"]),
-               "rel_path": f"{out}/{target}", "path": f"{out}/{target}"}, None)
-
-
-def tool_names(tools_py: Path) -> tuple[set, list]:
-    """(the tools in TOOL_SCHEMAS, the module's other top-level functions), read without running it."""
-    try:
-        tree = ast.parse(tools_py.read_text(encoding="utf-8", errors="replace"))
-    except (SyntaxError, ValueError, RecursionError, MemoryError, OSError):
-        return set(), []
-    tools = set()
-    for node in tree.body:
-        if isinstance(node, ast.Assign) and any(isinstance(x, ast.Name) and x.id == "TOOL_SCHEMAS" for x in node.targets):
-            tools = {k.value for k in _walk_names(node.value)}
-    others = [n.name for n in tree.body if isinstance(n, ast.FunctionDef) and n.name not in tools
-              and n.name != "dispatch_tool"]
-    return tools, others[:8]
-
-
-def _walk_names(node):
-    for d in ast.walk(node):
-        if isinstance(d, ast.Dict):
-            for k, v in zip(d.keys, d.values):
-                if isinstance(k, ast.Constant) and k.value == "name" and isinstance(v, ast.Constant):
-                    yield v
-
-
 # --------------------------------------------------------------------------- judging, in the grader
+
+def judge_parse(answer: dict, calls) -> tuple[str, str]:
+    if "hung" in answer:
+        return "hung", answer["hung"]
+    if "raised" in answer:
+        return "crashed", f"{answer['raised']}: {answer.get('message', '')[:120]}"
+    got, want = answer.get("calls"), expected_calls(calls)
+    if got is None:
+        return "wrong", f"returned a {answer.get('type')}, not a list"
+    if got == want:
+        return "correct", f"{len(want)} call(s) as the contract says"
+    return "wrong", f"expected {_brief(want)}, got {_brief(got)}"
+
+
+def _brief(calls) -> str:
+    return "[" + ", ".join(f"{c[1][:12]} {c[2][:40]}{' + error' if c[3] else ''}" for c in calls[:3]) + "]"
+
+
 
 def judge_path(returned: str, repo: Path, cwd: Path) -> str:
     """inside | outside: where a returned path really leads (links followed, case-insensitive
@@ -274,13 +162,19 @@ class Session:
     """Questions in, one answer per question out; an answer counts only with its question's nonce."""
 
     def __init__(self, child):
-        self.child, self.lines = child, queue.Queue()
+        self.child, self.lines = child, queue.Queue(maxsize=1000)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
+        """Only lines shaped like an answer are kept, each at most 1 MB, at most 1,000 waiting: a
+        learner printing without end costs the grader no memory."""
         try:
-            for raw in self.child.proc.stdout:
-                self.lines.put(raw)
+            for raw in iter(lambda: self.child.proc.stdout.readline(1 << 20), b""):
+                if raw.startswith(b'{"nonce"'):
+                    try:
+                        self.lines.put_nowait(raw)
+                    except queue.Full:
+                        pass
         except (OSError, ValueError):
             pass
         self.lines.put(None)
@@ -356,6 +250,17 @@ def run_battery(lab: Path, home: Path, memory_mb: int, box=None, base: Path | No
                 continue
             result, detail = judge_resolve(answer, t) if op == "resolve" else judge_dispatch(answer, t, cls)
             battery.probes.append({**record, "result": result, "detail": detail.replace(str(t["parent"]), "<tmp>")})
+        can_parse = alive and not any(str(e).startswith("agent_loop.py") for e in battery.import_errors)
+        for what, calls in parse_probes() if can_parse else ():
+            if time.monotonic() > deadline:
+                break
+            answer = session.ask({"op": "parse", "calls": calls}, ANSWER_SECONDS)
+            if answer is None:
+                alive = False
+                battery.parsing.append({"probe": what, "result": "hung", "detail": "no answer: the probe process was killed here"})
+                break
+            result, detail = judge_parse(answer, calls)
+            battery.parsing.append({"probe": what, "result": result, "detail": detail})
         if not alive:
             child.end()
         try:

@@ -2,8 +2,8 @@
 
     python battery_probe.py CODE_DIR
 
-Reads one question per line on stdin ({"nonce", "op": "resolve" | "dispatch", ...}), calls the
-learner's function, and answers with one JSON line on stdout carrying the question's nonce: what
+Reads one question per line on stdin ({"nonce", "op": "resolve" | "dispatch" | "parse", ...}),
+calls the learner's function (safe_resolve, dispatch_tool, parse_tool_calls), and answers with one JSON line on stdout carrying the question's nonce: what
 the function returned (as text) or raised. It judges nothing: the grader decides, in its own
 process, against the real files, after this process is gone. The next question (and its nonce)
 is only sent once this answer arrived, and on POSIX each question is answered in a fresh fork, so
@@ -42,19 +42,41 @@ def _text(value) -> str:
     return text[:MAX_TEXT]
 
 
-def call(tools, question: dict) -> dict:
+def call(modules: dict, question: dict) -> dict:
     answer = {"nonce": question["nonce"]}
     try:
         if question["op"] == "resolve":
-            got = tools.safe_resolve(question["root"], question["arg"])
+            got = modules["tools"].safe_resolve(question["root"], question["arg"])
+        elif question["op"] == "dispatch":
+            got = modules["tools"].dispatch_tool(question["name"], question["args"], question["root"])
         else:
-            got = tools.dispatch_tool(question["name"], question["args"], question["root"])
+            got = modules["agent_loop"].parse_tool_calls(_message(question["calls"]))
+            answer["calls"] = [_view(c) for c in got[:20]] if isinstance(got, list) else None
         answer.update(returned=_text(got), type=type(got).__name__)
     except ProbeTimeout as exc:
         answer.update(hung=str(exc))
     except BaseException as exc:  # noqa: BLE001  (anything else is what we came to see)
         answer.update(raised=type(exc).__name__, message=_text(str(exc))[:200] if _safe_str(exc) else "")
     return answer
+
+
+def _message(calls):
+    """A model message in LiteLLM's shape; calls None: a message without the attribute at all."""
+    from types import SimpleNamespace as NS
+
+    if calls is None:
+        return NS(content="")
+    return NS(content="", tool_calls=[NS(id=i, type="function", function=NS(name=n, arguments=a)) for i, n, a in calls])
+
+
+def _view(call) -> list:
+    """[id, name, arguments as JSON text, whether an error is set] of one returned ToolCall."""
+    try:
+        arguments = json.dumps(getattr(call, "arguments", None), sort_keys=True, default=repr)[:2000]
+    except BaseException:  # noqa: BLE001
+        arguments = "<unprintable>"
+    return [_text(getattr(call, "id", None)), _text(getattr(call, "name", None)), arguments,
+            bool(getattr(call, "error", None))]
 
 
 def _safe_str(exc) -> bool:
@@ -76,27 +98,29 @@ def main(code_dir: str) -> int:
     except BaseException as exc:  # noqa: BLE001
         send({"nonce": hello["nonce"], "import_errors": [["tools.py", f"{type(exc).__name__}: {str(exc)[:300]}"]]})
         return 0
+    modules = {"tools": tools}
     try:
-        import agent_loop  # noqa: F401  (only to see that it imports; the probes use tools)
+        import agent_loop
+        modules["agent_loop"] = agent_loop
     except BaseException as exc:  # noqa: BLE001
         errors.append(["agent_loop.py", f"{type(exc).__name__}: {str(exc)[:300]}"])
     send({"nonce": hello["nonce"], "import_errors": errors})
     for line in sys.stdin:
         question = json.loads(line)
         if hasattr(os, "fork"):
-            answer_in_a_fork(tools, question, send)
+            answer_in_a_fork(modules, question, send)
         else:
-            send(answer_here(tools, question))
+            send(answer_here(modules, question))
     return 0
 
 
-def answer_here(tools, question: dict) -> dict:
+def answer_here(modules: dict, question: dict) -> dict:
     timed = hasattr(signal, "setitimer")
     if timed:
         signal.signal(signal.SIGALRM, _alarm)
         signal.setitimer(signal.ITIMER_REAL, PROBE_SECONDS)
     try:
-        answer = call(tools, question)
+        answer = call(modules, question)
     except ProbeTimeout as exc:  # the alarm rang between the call and its answer
         answer = {"nonce": question["nonce"], "hung": str(exc)}
     if timed:
@@ -104,14 +128,14 @@ def answer_here(tools, question: dict) -> dict:
     return answer
 
 
-def answer_in_a_fork(tools, question: dict, send) -> None:
+def answer_in_a_fork(modules: dict, question: dict, send) -> None:
     """The learner function runs in a child that ends after this one answer."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
         try:
-            data = (json.dumps(answer_here(tools, question), ensure_ascii=True) + "\n").encode()
+            data = (json.dumps(answer_here(modules, question), ensure_ascii=True) + "\n").encode()
             os.write(write_end, data)
         finally:
             os._exit(0)

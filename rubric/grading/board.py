@@ -135,9 +135,10 @@ def _drain(fd: int, lines: list) -> None:
         for chunk in iter(lambda: fh.read1(65536), b""):
             pending += chunk
             *done, pending = pending.split(b"\n")
-            lines.extend(x.decode("utf-8", "replace") for x in done)
-            if len(lines) > 100_000:   # a learner flooding the channel: enough is enough
-                break
+            if len(lines) < 100_000:   # a learner flooding the channel: kept reading (so it never blocks), not kept
+                lines.extend(x.decode("utf-8", "replace") for x in done)
+            if len(pending) > 1 << 20:
+                pending = b""
 
 
 def _read_lines(path: Path) -> list:

@@ -12,7 +12,7 @@ from pathlib import Path
 
 from grading import board as board_mod
 from grading import battery as battery_mod
-from grading import cli_runs, criteria, documents, learner_code, runner, workspace
+from grading import cli_runs, criteria, documents, learner_code, prose, runner, similarity, workspace
 from grading import sandbox as sandbox_mod
 from grading.sandbox import Box
 from grading.report import code
@@ -81,7 +81,7 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
             "board": board, "battery": battery, "defences": defences, "simulated": simulated,
             "evaluation": evaluation, "missing_modules": missing,
             "signals": _guarded(unreadable, "learner_code.signals", [], learner_code.signals, root / "code"),
-            "integrity": learner_code.integrity(root),
+            "integrity": _guarded(unreadable, "integrity", learner_code.empty_integrity(), learner_code.integrity, root),
             "understanding": _guarded(unreadable, "UNDERSTANDING.md", {"exists": False},
                                       documents.understanding, root / "UNDERSTANDING.md"),
             "failure": _guarded(unreadable, "FAILURE_ANALYSIS.md", {"exists": False}, documents.failure_analysis,
@@ -90,7 +90,11 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
             "saved_runs": _guarded(unreadable, "saved runs", [], documents.saved_runs, root),
             "quick": quick, "as_submitted": as_submitted, "sandbox": box.kind, "limits": box.limits,
             "unreadable": unreadable,
+            "reference_matches": _guarded(unreadable, "similarity.reference_matches", [], similarity.reference_matches,
+                                          root / "code"),
         }
+        ev["prose"] = _guarded(unreadable, "prose review", {}, prose.review, root, ev["understanding"], ev["failure"],
+                               simulated.blocks or {})
         result = assemble(submission, ev, stretch, notes)
     finally:
         if keep:
@@ -132,7 +136,8 @@ def assemble(submission: Path, ev: dict, stretch: bool, notes) -> dict:
         s = suggestions[number]
         sig = [asdict(x) for x in ev["signals"] if x.criterion == number]
         out.append({"number": number, "title": c.title, "weight": c.weight, "level": s.level, "points": s.points,
-                    "reasons": s.reasons, "evidence": builders[number](c, ev), "signals": sig})
+                    "reasons": s.reasons, "mark": s.mark, "rule": s.rule, "confidence": s.confidence,
+                    "quotes": s.quotes, "evidence": builders[number](c, ev), "signals": sig})
     integ = _integrity(ev)
     b = ev["board"]
     what = "the M1-M4 test files (--quick)" if ev.get("quick") else "code/tests" + (" --stretch" if stretch else "")
@@ -142,14 +147,18 @@ def assemble(submission: Path, ev: dict, stretch: bool, notes) -> dict:
             (ev["defences"].command, ev["defences"].ran.describe()),
             (ev["simulated"].command, ev["simulated"].ran.describe()),
             (ev["evaluation"].command, ev["evaluation"].ran.describe())]
+    ran = [b.ran, ev["battery"].ran, ev["defences"].ran, ev["simulated"].ran, ev["evaluation"].ran]
+    cpu = [r.cpu_seconds for r in ran if r is not None and getattr(r, "cpu_seconds", None) is not None]
     return {
         "sandbox": ev.get("sandbox", "none"), "limits": ev.get("limits", ""), "unreadable": ev.get("unreadable", []),
+        "learner_cpu_seconds": round(sum(cpu), 1) if cpu else None,
         "learner": submission.resolve().name, "submission": str(submission), "lab": lab_version(),
         "criteria": out, "total": sum(c["points"] for c in out), "max_total": sum(c["weight"] for c in out),
         "integrity": integ, "runs": runs, "copy_notes": notes.skipped,
         "board": {m.id: b.line(m.id) for m in board_mod.milestones(stretch)},
         "tests": [asdict(t) for t in b.tests],
-        "battery": ev["battery"].classes(), "understanding": ev["understanding"], "failure_analysis": ev["failure"],
+        "battery": ev["battery"].classes(), "parse_observed": ev["battery"].parse_summary(),
+        "understanding": ev["understanding"], "failure_analysis": ev["failure"],
         "saved_runs": ev["saved_runs"],
         "note": "Suggested levels only: the instructor decides.",
     }
@@ -208,6 +217,12 @@ def code_block(text: str) -> str:
 
 def _ev_loop(c, ev):
     lines = ["- Tests named in the rubric:"] + _test_lines(ev["board"], c.tests)
+    parsed = ev["battery"].parse_summary()
+    if parsed["of"]:
+        lines.append(f"- `parse_tool_calls` observed in the sandbox and judged by the grader (inputs drawn per run): "
+                     f"{'not started' if parsed['not_started'] else str(parsed['correct']) + ' of ' + str(parsed['of'])} "
+                     "cases as its contract says")
+        lines += [f"    - {w}" for w in parsed["wrong"][:4] if not parsed["not_started"]]
     runaway = (ev["defences"].blocks or {}).get("runaway")
     if runaway:
         lines.append(f"- `break_and_observe.py runaway` on the learner's unbroken code: ended {code(runaway.get('ended', '?'))}, "
@@ -250,9 +265,12 @@ def _ev_understanding(c, ev):
         if a["key"] == "StarcallOS":
             continue
         state = "answered" if a["answered"] else "**template / empty**"
+        r = ev.get("prose", {}).get("answers", {}).get(a["key"], {})
         lines.append(f"- Q{a['key']} {a['title'].split('.', 1)[-1].strip()}: {state}, {a['words']} words (After M6: "
-                     f"{a['after_m6_words']}); key words from its note: {', '.join(a['key_words_found']) or 'none'}"
-                     + (f"; not used: {', '.join(a['key_words_missing'])}" if a["key_words_missing"] else ""))
+                     f"{a['after_m6_words']}); specific: {', '.join(r.get('specific', [])) or 'nothing'}; "
+                     f"engages its question: {'yes' if r.get('engages') else 'no'}")
+        lines += [f"    - `{c['claim']}` {'checks out' if c['ok'] else 'does not match its line' if c['ok'] is False else 'not found'}"
+                  f": line reads {code(c['line'])}" for c in r.get("claims", [])[:3]]
         if a["answered"]:
             lines.append("    " + documents_quote(a["excerpt"]))
         for s in a["lifted_from_lesson"]:
@@ -286,8 +304,9 @@ def _ev_failure(c, ev):
         if "your code" not in b.get("pasted_ran", "your code") and b.get("evidence_block"):
             lines.append(f"    - the pasted block says it ran on {code(b['pasted_ran'])}, not the learner's own code")
     mine = fa.get("my_case", {})
-    lines.append(f"- Right evidence, wrong answer / My case: {mine.get('words', 0)} words"
-                 + ("; names boundary vs reasoning failure" if mine.get("says_which") else ""))
+    lines.append(f"- Right evidence, wrong answer / My case: {mine.get('words', 0)} words")
+    lines += [f"- finding: {f}" for f in ev.get("prose", {}).get("failure_findings", [])[:6]
+              + ev.get("prose", {}).get("my_case_findings", [])]
     if mine.get("excerpt"):
         lines.append("    " + documents_quote(mine["excerpt"]))
     return lines
@@ -306,6 +325,7 @@ def _ev_evaluation(c, ev):
                      f"(of {e['fresh_rows']}); a table from `--model` is expected to differ")
         lines += [f"    - differs: {code(r[:160])}" for r in e["differing_rows"][:3]]
         lines.append(f"- Interpretation: {e['interpretation_words']} words")
+        lines += [f"- finding: {f}" for f in ev.get("prose", {}).get("evaluation_findings", [])[:3]]
         if e["interpretation"]:
             lines.append("    " + documents_quote(e["interpretation"]))
     else:

@@ -87,6 +87,7 @@ def signals(code_dir: Path) -> list:
 def _run_agent(fn, src):
     S = lambda *a: Signal(2, "run_agent", *a)  # noqa: E731
     fors = [n for n in ast.walk(fn) if isinstance(n, ast.For) and _calls(n.iter, "range") and _mentions(n.iter, "max_steps")]
+    fors += [n for n in ast.walk(fn) if isinstance(n, ast.While) and _counted(n)]
     whiles = [n for n in ast.walk(fn) if isinstance(n, ast.While)]
     forever = [n for n in whiles if isinstance(n.test, ast.Constant) and n.test.value]
     loops = [i for i, s in enumerate(fn.body) if isinstance(s, (ast.For, ast.While))]
@@ -99,7 +100,8 @@ def _run_agent(fn, src):
     wrapping = [t for t in ast.walk(fn) if isinstance(t, ast.Try) and any(isinstance(n, (ast.For, ast.While)) for s in t.body for n in ast.walk(s))]
     ordered = bool(turn and results and min(c.lineno for c in turn) < min(c.lineno for c in results))
     return [
-        S("`for ... in range(max_steps)` loop", bool(fors), True, _lines(src, fors)),
+        S("counted loop bounded by max_steps (`for ... in range(max_steps)`, `while steps < max_steps`, ...)",
+          bool(fors), True, _lines(src, fors)),
         S("`while True` loop", bool(forever), False, _lines(src, forever)),
         S("returns MAX_STEPS_REACHED after the loop", bool(after), True, _lines(src, after)),
         S("assistant_turn(...) appended before tool_result(...)", ordered, True, _lines(src, turn + results)),
@@ -107,6 +109,14 @@ def _run_agent(fn, src):
         S("finish_reason used", bool(finish), False, _lines(src, finish)),
         S("try/except around the whole loop", bool(wrapping), False, _lines(src, wrapping)),
     ]
+
+
+def _counted(loop) -> bool:
+    """``while <counter> < max_steps`` (any comparison with max_steps) whose body advances a counter."""
+    test_names = {n.id for n in ast.walk(loop.test) if isinstance(n, ast.Name)}
+    bumped = {n.target.id for n in ast.walk(loop) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+    bumped |= {t.id for n in ast.walk(loop) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    return isinstance(loop.test, ast.Compare) and _mentions(loop.test, "max_steps") and bool(test_names & bumped - {"max_steps"})
 
 
 def _parse_tool_calls(fn, src):
@@ -129,14 +139,23 @@ def _safe_resolve(fn, src):
     S = lambda *a: Signal(3, "safe_resolve", *a)  # noqa: E731
     resolve = _calls(fn, "resolve") + _calls(fn, "realpath")
     component = _calls(fn, "is_relative_to") + _calls(fn, "relative_to") + _calls(fn, "commonpath")
+    component += [n for n in ast.walk(fn) if isinstance(n, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in n.ops)
+                  and any(isinstance(c, ast.Attribute) and c.attr == "parents" for c in n.comparators)]
     prefix = _calls(fn, "startswith")
     norm = _calls(fn, "normpath") + _calls(fn, "abspath")
     typed = [c for c in _calls(fn, "isinstance") if len(c.args) == 2 and _mentions(c.args[1], "str")]
+    on_text = [c for c in prefix if isinstance(c.func, ast.Attribute) and _mentions(c.func.value, "rel_path")]
+    texty = [n for n in ast.walk(fn) if isinstance(n, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in n.ops)
+             and _mentions(n, "rel_path") and not (isinstance(n.left, ast.Constant) and "\x00" in str(n.left.value))] + on_text
     nul = [n for n in ast.walk(fn) if isinstance(n, ast.Constant) and isinstance(n.value, str) and "\x00" in n.value]
     return [
         S("the path is resolved (resolve/realpath)", bool(resolve), True, _lines(src, resolve)),
-        S("containment by components (is_relative_to/relative_to/commonpath)", bool(component), True, _lines(src, component)),
+        S("containment by components (is_relative_to/relative_to/commonpath/`in target.parents`)", bool(component), True,
+          _lines(src, component)),
         S("string-prefix check (startswith)", bool(prefix), False, _lines(src, prefix)),
+        S("no containment check: the path's text is compared instead (fixed names, a leading '..')",
+          not component and all(c in on_text for c in prefix) and bool(texty),
+          False, _lines(src, texty)),
         S("normpath/abspath (these do not follow symlinks)", bool(norm) and not resolve, False, _lines(src, norm)),
         S("non-string paths refused (isinstance ... str)", bool(typed), True, _lines(src, typed)),
         S("NUL bytes refused", bool(nul), True, _lines(src, nul)),
@@ -216,10 +235,14 @@ def _body(fn) -> str:
     return "\n".join(ast.unparse(s) for s in body)
 
 
+def empty_integrity() -> dict:
+    return {"modules": {}, "functions": {}, "guarded_edited": [], "guarded_missing": [], "guarded_added": [],
+            "provided_edited": [], "not_shipped": [], "refused_modules": []}
+
+
 def integrity(sub: Path) -> dict:
     """What changed in the submission compared with the lab it came from."""
-    report = {"modules": {}, "functions": {}, "guarded_edited": [], "guarded_missing": [], "guarded_added": [],
-              "provided_edited": [], "not_shipped": [], "refused_modules": []}
+    report = empty_integrity()
     reference = LAB_ROOT / "rubric" / "reference"
     for module in LEARNER_MODULES:
         entry = report["modules"][module] = {"exists": (sub / "code" / module).is_file(), "error": "", "changed": []}

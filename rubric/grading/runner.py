@@ -14,12 +14,13 @@ import signal
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from grading.sandbox import Box, Group
+from grading.sandbox import SECRET_HINTS, Box, Group
 
 POSIX = os.name == "posix"
 DEFAULT_MEMORY_MB = 1536          # pytest + litellm needs < 1 GiB of address space
@@ -28,7 +29,7 @@ OUTPUT_LIMIT = 200_000            # characters of stdout/stderr kept
 SPARE_PROCESSES = 256             # processes learner code may add (pytest's own subprocess tests need a few)
 
 # Any of these reaching learner code could spend an instructor's money: never passed on.
-KEY_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
+KEY_HINTS = SECRET_HINTS
 PROVIDER_PREFIXES = ("COPILOT_", "EMBEDDING_", "GROQ_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_",
                      "AZURE_", "AWS_", "MISTRAL_", "COHERE_", "OLLAMA_", "HF_", "HUGGINGFACE", "LITELLM_",
                      "LESSON06_", "PYTEST_")
@@ -46,6 +47,7 @@ class Ran:
     timed_out: bool = False
     skipped: str = ""           # not run at all, and why
     limits: str = ""            # the sandbox and the limits that held (sandbox.Box, runner.Child)
+    cpu_seconds: float | None = None   # CPU of the command and all it started, where a cgroup counted it
 
     @property
     def crashed(self) -> bool:  # killed by a signal (negative code), e.g. the memory ceiling
@@ -150,6 +152,16 @@ def _tasks(pid: str) -> int:
         return 1
 
 
+_LIVE: set = set()            # every Child not yet ended, for end_all
+_STOPPING = threading.Event()
+
+
+def end_all() -> None:
+    """The grader is being stopped: end every learner command now and start no new one (the
+    threads that were waiting for them then finish at once, and clean up)."""
+    _STOPPING.set()
+    for child in list(_LIVE):
+        child.end()
 
 
 class Child:
@@ -173,6 +185,10 @@ class Child:
         container = self.box.kind in ("docker", "podman")   # its client is not the learner's code
         options = {"start_new_session": True, "preexec_fn": None if container else _limits(memory_mb, self.group)} \
             if POSIX else {}
+        if _STOPPING.is_set():
+            self.proc, self.error, self.timed_out = None, "could not start: the grader is stopping", False
+            return
+        _LIVE.add(self)
         try:
             self.proc = subprocess.Popen(argv, cwd=cwd, env=run_env, stdin=subprocess.PIPE if channel else subprocess.DEVNULL,
                                          stdout=subprocess.PIPE if channel else self.files[0],
@@ -223,12 +239,6 @@ class Child:
         """Kill the child and every descendant (namespace, process group, cgroup)."""
         if self.proc is not None and self.proc.poll() is None:
             _kill(self.proc)
-        for pipe in (self.proc.stdin, self.proc.stdout) if self.proc is not None else ():
-            try:
-                if pipe is not None:
-                    pipe.close()
-            except OSError:
-                pass
         if self.proc is not None:
             try:
                 self.proc.wait(timeout=10)
@@ -239,10 +249,19 @@ class Child:
             self.group.kill_all()
             self.group.remove()
             self.group = None
+        # stdin only: a reader thread may still be inside stdout's read, and closing it would wait
+        # for that read (forever, if an escaped process kept the pipe open where no cgroup was had)
+        if self.proc is not None and self.proc.stdin is not None:
+            try:
+                self.proc.stdin.close()
+            except OSError:
+                pass
+        _LIVE.discard(self)
 
     def finish(self) -> "Ran":
         self.wait()
         oom = self.group.oom_kills() if self.group is not None else 0
+        cpu = self.group.cpu_seconds() if self.group is not None else None
         self.end()
         seconds = time.monotonic() - self.started
         out, err = (_tail(f) for f in self.files)
@@ -254,7 +273,7 @@ class Child:
         if oom:
             err += f"\n[grader] the memory ceiling ({self.memory_mb} MB) killed {oom} process(es)"
         return Ran(self.command, None if self.timed_out else self.proc.returncode, out, err, seconds,
-                   self.timed_out, limits=self.limits)
+                   self.timed_out, limits=self.limits, cpu_seconds=cpu)
 
 
 def _tail(fh) -> str:
