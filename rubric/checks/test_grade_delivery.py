@@ -1,8 +1,9 @@
 """Course checks for what grade.py delivers: report, class page, CSV -> --finalize, feedback, Gradescope.
 
-Cost: one --quick grading of a synthetic submission (the reference with filled documents), done by
-the Gradescope autograder itself (rubric/gradescope/run_autograder) in a module fixture, about 10 s;
-every other test renders copies of that one result, some given hostile names and text.
+Cost: one --quick grading of a synthetic submission (an honest learner's functions, filled
+documents), done by the Gradescope autograder itself (rubric/gradescope/run_autograder, unpacked
+from the bundle) in a module fixture, about 10 s; every other test renders copies of that one
+result, some given hostile names and text.
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ if str(RUBRIC) not in sys.path:  # appended, so the implementation under test st
 
 from grading import classview, decisions, feedback, gradescope, report, synthetic  # noqa: E402
 from grading.safe_text import FORMULA_START, csv_cell, csv_uncell, file_stem, terminal  # noqa: E402
+from classroom import own_bodies  # noqa: E402
 
 ESC = "\x1b"  # hostile names below have no "/", so each can be a folder name
 OSC52 = "\x1b]52;c;Y3VybCBldmlsLnNoIHwgc2g=\x07"
@@ -52,7 +54,7 @@ def autograded(tmp_path_factory):
     """The bundle build.py makes, unpacked as Gradescope does (no git), run on a synthetic submission
     with every Gradescope path moved into tmp."""
     base = tmp_path_factory.mktemp("gradescope")
-    sub = synthetic.make(base / "submission", code="reference", docs="filled")
+    sub = synthetic.make(base / "submission", code="reference", docs="filled", functions=own_bodies())  # honest, not held
     understanding = sub / "UNDERSTANDING.md"  # an answer that would set the clipboard and clear the screen
     understanding.write_text(understanding.read_text(encoding="utf-8").replace(
         "Without tools the model", f"Without tools{OSC52}{ESC}[2J the model", 1), encoding="utf-8")
