@@ -32,9 +32,11 @@ thead th{background:#f0f0f0;position:sticky;top:0} .grid td.cell{text-align:cent
 section.learner{border-top:1px solid #ccc;margin-top:1.5em} .crit{margin:.6em 0 .9em 1em}
 .rule{font-family:ui-monospace,monospace;font-size:.85em;color:#555} blockquote{margin:.3em 0 .3em 1em;color:#333;
 border-left:3px solid #bbb;padding-left:.6em} pre{white-space:pre-wrap;word-break:break-word;background:#f7f7f7;
-padding:.5em;font-size:.85em;max-width:110em} .legend{color:#444;max-width:60em}
+padding:.5em;font-size:.85em;max-width:110em} td pre{margin:.15em 0;padding:.2em .4em}
+.legend{color:#444;max-width:60em}
 """
 CSP = "default-src 'none'; style-src 'unsafe-inline'"
+PAIRS_SHOWN = 12   # pairs in the open table; the rest are one click away
 
 
 def _t(text) -> str:
@@ -104,11 +106,8 @@ def _pair_names(p: dict) -> tuple:
 
 
 def _pairs(pairs: list) -> list:
-    if not pairs:
-        return []
-    out = ['<h2 id="similar">Similar submissions</h2>', "<table><thead><tr><th>Learners</th><th>Similarity</th>"
-           "<th>What</th><th>Shared passages</th></tr></thead><tbody>"]
-    seen = set()
+    """The most similar pairs in a table, the rest folded below it (a class can have hundreds)."""
+    rows, seen = [], set()
     for p in pairs:
         a, b = _pair_names(p)
         key = (tuple(sorted(map(str, (a, b)))), str(p.get("kind", "")), str(p.get("what", p.get("function", ""))))
@@ -119,10 +118,18 @@ def _pairs(pairs: list) -> list:
         score = f"{round(score * 100)} %" if isinstance(score, float) and score <= 1 else score
         shared = p.get("shared") or p.get("passages") or []
         shared = [shared] if isinstance(shared, str) else shared
-        out.append(f"<tr><td>{_t(a)} &amp; {_t(b)}</td><td class=num>{_t(score)}</td>"
-                   f"<td>{_t(p.get('kind', ''))} {_t(p.get('what', p.get('function', '')))}</td>"
-                   f"<td>{''.join(f'<pre>{_t(str(s)[:600])}</pre>' for s in shared[:3])}</td></tr>")
-    return out + ["</tbody></table>"]
+        rows.append(f"<tr><td>{_t(a)} &amp; {_t(b)}</td><td class=num>{_t(score)}</td>"
+                    f"<td>{_t(p.get('kind', ''))} {_t(p.get('what', p.get('function', '')))}</td>"
+                    f"<td>{''.join(f'<pre>{_t(str(s)[:600])}</pre>' for s in shared[:3])}</td></tr>")
+    if not rows:
+        return []
+    head = ("<table><thead><tr><th>Learners</th><th>Similarity</th><th>What</th><th>Shared passages</th></tr>"
+            "</thead><tbody>")
+    out = ['<h2 id="similar">Similar submissions</h2>', head] + rows[:PAIRS_SHOWN] + ["</tbody></table>"]
+    if len(rows) > PAIRS_SHOWN:
+        out += [f"<details><summary>{len(rows) - PAIRS_SHOWN} more pairs</summary>", head] + rows[PAIRS_SHOWN:] \
+            + ["</tbody></table></details>"]
+    return out
 
 
 def _learner(i: int, r: dict, reports: str) -> list:
