@@ -90,6 +90,8 @@ def _observations(r: dict, c: dict) -> list:
     for text in c.get("contradictions") or []:
         out.append(f"- {md(text)}")
     said = [text for _, text in rule_reasons(c) if not FOR_INSTRUCTOR.search(text)]
-    out += [f"- {md(text)}" for text in said[:3] if not out]
-    out += [f"    > {md(q[:240])}" for q in quotes(c)[:2] if out and n >= 4]
+    used = [] if out else said[:3]
+    out += [f"- {md(text)}" for text in used]
+    # The learner's own sentences the level rests on, unless a reason above already quotes them.
+    out += [f"    > {md(q[:240])}" for q in quotes(c)[:2] if out and n >= 4 and not any(q[:80] in t for t in used)]
     return out
