@@ -9,7 +9,9 @@
 from __future__ import annotations
 
 import dataclasses
+import os
 import re
+import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -77,8 +79,18 @@ def reference_breaks(lab: Path, home: Path, memory_mb: int, why: str, box=None) 
     """The simulated breaks on the lab's reference, when the learner's code cannot run them."""
     cached = _REFERENCE.get("run")
     if cached is None or not cached.ok:
-        workspace.restore_reference(lab)
-        ref = _python(lab, home, ["break_and_observe.py", "all", "--simulate"], BREAK_TIMEOUT, memory_mb, box)
+        # Reused for every later learner: so never in this learner's lab or home, where their helper
+        # modules, a planted cache or a .pth from an earlier command could shape what it prints.
+        with tempfile.TemporaryDirectory(prefix="grade-ref-") as fresh:
+            ref_lab, ref_home = Path(fresh) / "lab", Path(fresh) / "home"
+            ref_home.mkdir()
+            workspace.build_lab(ref_lab, Path(fresh) / "no-learner-code")
+            ref_box = box and dataclasses.replace(box, readonly=[ref_lab], writable=[ref_home])
+            if box is not None and box.kind in ("docker", "podman"):
+                os.chmod(ref_home, 0o777)
+            ref = _python(ref_lab, ref_home, ["break_and_observe.py", "all", "--simulate"], BREAK_TIMEOUT, memory_mb,
+                          ref_box)
+            workspace.remove_tree(ref_lab)   # a copy of read-only files: TemporaryDirectory alone may fail
         cached = _REFERENCE["run"] = CliRun("python break_and_observe.py all --simulate (on the reference)", ref,
                                             _blocks(ref.stdout))
     return dataclasses.replace(cached, note=why)

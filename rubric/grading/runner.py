@@ -173,7 +173,8 @@ class Child:
         """channel: stdin and stdout are pipes the caller talks through (stderr still goes to a file)."""
         self.box = box or Box("none")
         self.timeout, self.memory_mb = timeout, memory_mb
-        self.command = [sys.executable, *map(str, args)]
+        # -s: no user site-packages, so a .pth one command planted in the writable HOME runs in no later one
+        self.command = [sys.executable, "-s", *map(str, args)]
         self.name = f"lesson06-grade-{uuid.uuid4().hex[:12]}"
         self.group = Group.make(memory_mb) if POSIX and self.box.kind in ("bubblewrap", "none") else None
         self.limits = self._describe_limits()

@@ -32,6 +32,8 @@ SHADOWING = {"pytest", "_pytest", "pluggy", "litellm", "numpy", "dotenv", "sitec
 MAX_FILES = 5000
 MAX_BYTES = 50 << 20              # a submission bigger than this is copied only up to here
 MAX_DEPTH = 64                    # folders deeper than this are not copied (noted)
+MAX_FOLDERS = 2000                # a million empty folders would otherwise cost a million mkdirs
+MAX_PATH_CHARS = 1000             # a longer relative path is not copied (PATH_MAX is 4096 on Linux)
 MANIFEST = "lab-manifest.txt"     # the shipped files, one per line, where the lab has no git
 
 
@@ -105,6 +107,7 @@ def remove_tree(root: Path) -> None:
 class CopyNotes:
     files: int = 0
     bytes: int = 0
+    folders: int = 0
     skipped: list = field(default_factory=list)    # (relative path, why)
 
     def skip(self, rel: str, why: str) -> None:
@@ -130,25 +133,36 @@ def copy_submission(src: Path, dst: Path) -> CopyNotes:
             if len(rel_dir.parts) >= MAX_DEPTH:
                 notes.skip(str(rel_dir / d)[:200], f"deeper than {MAX_DEPTH} folders, not copied")
                 continue
-            if (here / d).is_symlink():
-                _keep_link(src, here / d, rel_dir / d, dst, notes)
-            else:
-                kept.append(d)
+            if len(str(rel_dir / d)) > MAX_PATH_CHARS or notes.folders >= MAX_FOLDERS:
+                notes.skip(str(rel_dir / d)[:200], "path too long or too many folders, not copied")
+                continue
+            try:
+                if (here / d).is_symlink():
+                    _keep_link(src, here / d, rel_dir / d, dst, notes)
+                    continue
                 (dst / rel_dir / d).mkdir(exist_ok=True)
+            except OSError as exc:   # a name the file system here refuses: that folder only
+                notes.skip(str(rel_dir / d)[:200], f"not copied ({exc.strerror})")
+                continue
+            kept.append(d)
+            notes.folders += 1
         dirs[:] = kept
         for name in sorted(files):
             rel = rel_dir / name
             path = here / name
+            if len(str(rel)) > MAX_PATH_CHARS:
+                notes.skip(str(rel)[:200], "path too long, not copied")
+                continue
             if name == ".env" or (name.startswith(".env.") and name != ".env.example"):
                 notes.skip(str(rel), "secrets file, not copied")
-                continue
-            if path.is_symlink():
-                _keep_link(src, path, rel, dst, notes)
                 continue
             try:
                 info = path.lstat()
             except OSError as exc:
                 notes.skip(str(rel), f"unreadable ({exc.strerror})")
+                continue
+            if stat.S_ISLNK(info.st_mode):
+                _keep_link(src, path, rel, dst, notes)
                 continue
             if not stat.S_ISREG(info.st_mode):
                 notes.skip(str(rel), "not a regular file")

@@ -1,0 +1,160 @@
+"""Course checks from a red-team pass over the grader (issue 18): each test is one attack that
+worked, or one a reviewer will try, and shows it defeated.
+
+- copy: a folder chain longer than PATH_MAX crashed copy_submission (ENAMETOOLONG); a million
+  empty folders cost a million mkdirs; links out, FIFOs and sockets must be neither followed nor
+  opened.
+- a .pth planted in the writable HOME's user site-packages by one learner command ran in every
+  later one (user site is on where the grader's Python is not a virtualenv).
+- the reference's simulated breaks, run once and reused for every later learner, ran in the
+  learner's lab and HOME (their helper modules, cache and planted files).
+- what the sandbox shows: one probe run, well under a second.
+Tests that need bubblewrap skip, with the reason, where it cannot run.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+RUBRIC = Path(__file__).resolve().parents[1]
+if str(RUBRIC) not in sys.path:
+    sys.path.append(str(RUBRIC))
+
+from grading import cli_runs, runner, sandbox, workspace  # noqa: E402
+
+BWRAP_WHY = sandbox.choose("bubblewrap")[1]
+needs_bwrap = pytest.mark.skipif(bool(BWRAP_WHY), reason=f"bubblewrap cannot run here: {BWRAP_WHY}")
+
+
+def _deep_long_chain(root: Path, levels: int = 20) -> None:
+    """Folders of 244-character names, 20 deep: ~5,000 characters, past PATH_MAX (4,096)."""
+    fd = os.open(root, os.O_RDONLY)
+    try:
+        for i in range(levels):
+            name = f"d{i:02d}" + "x" * 240
+            os.mkdir(name, dir_fd=fd)
+            inner = os.open(name, os.O_RDONLY, dir_fd=fd)
+            os.close(fd)
+            fd = inner
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="builds a path past Linux's PATH_MAX with dir_fd")
+def test_a_folder_chain_longer_than_path_max_is_noted_not_a_crash(tmp_path):
+    sub = tmp_path / "sub"
+    (sub / "code").mkdir(parents=True)
+    (sub / "code" / "tools.py").write_text("x = 1\n")
+    _deep_long_chain(sub)
+    notes = workspace.copy_submission(sub, tmp_path / "copy")   # raised OSError(ENAMETOOLONG) before
+    assert (tmp_path / "copy" / "code" / "tools.py").read_text() == "x = 1\n"
+    assert any("too long" in why for _, why in notes.skipped), notes.skipped
+    workspace.remove_tree(tmp_path / "copy")
+
+
+def test_too_many_folders_stop_at_the_budget(tmp_path, monkeypatch):
+    monkeypatch.setattr(workspace, "MAX_FOLDERS", 30)
+    sub = tmp_path / "sub"
+    for i in range(200):
+        (sub / f"f{i:03d}").mkdir(parents=True)
+    notes = workspace.copy_submission(sub, tmp_path / "copy")
+    assert notes.folders == 30 and len(os.listdir(tmp_path / "copy")) == 30
+    assert any("too many folders" in why for _, why in notes.skipped)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or not hasattr(socket, "AF_UNIX"), reason="no FIFOs or Unix sockets here")
+def test_links_out_fifos_and_sockets_are_neither_followed_nor_opened(tmp_path):
+    secret = tmp_path / "instructor" / ".env"
+    secret.parent.mkdir()
+    secret.write_text("GROQ_API_KEY=sk-instructor\n")
+    sub = tmp_path / "sub"
+    (sub / "code").mkdir(parents=True)
+    (sub / "UNDERSTANDING.md").symlink_to(secret)
+    (sub / "code" / "tools.py").symlink_to(tmp_path / "instructor")
+    (sub / "home").symlink_to("/root")
+    os.mkfifo(sub / "code" / "agent_loop.py")           # opening it for reading would block forever
+    with socket.socket(socket.AF_UNIX) as s:
+        s.bind(str(sub / "agent.sock"))
+        notes = workspace.copy_submission(sub, tmp_path / "copy")
+    copied = [p for p in (tmp_path / "copy").rglob("*")]
+    assert [p.name for p in copied] == ["code"], copied
+    reasons = dict(notes.skipped)
+    assert "leading out" in reasons["UNDERSTANDING.md"] and "leading out" in reasons["home"]
+    assert reasons[os.path.join("code", "agent_loop.py")] == "not a regular file"
+
+
+def test_learner_commands_load_no_user_site_packages(tmp_path):
+    home = tmp_path / "home"
+    major, minor = sys.version_info[:2]
+    site = home / ".local" / "lib" / f"python{major}.{minor}" / "site-packages"
+    site.mkdir(parents=True)
+    (site / "planted.pth").write_text("import sys; print('PLANTED', file=sys.stderr)\n")
+    (home / "probe.py").write_text("import sys\nprint('no_user_site', sys.flags.no_user_site)\n")
+    ran = runner.run([home / "probe.py"], home, runner.child_env(home), 60)
+    assert "no_user_site 1" in ran.stdout and "PLANTED" not in ran.stderr, (ran.stdout, ran.stderr)
+
+
+def test_the_reference_breaks_never_run_in_a_learners_lab_or_home(tmp_path, monkeypatch):
+    seen = []
+
+    def fake_python(lab, home, args, timeout, memory_mb, box=None):
+        seen.append((lab, home, box, (lab / "code" / "helper_payload.py").exists()))
+        return runner.Ran(args, 0, "", "", 0.1)
+
+    monkeypatch.setattr(cli_runs, "_python", fake_python)
+    monkeypatch.setattr(cli_runs, "_REFERENCE", {})
+    learner_lab, learner_home = tmp_path / "lab", tmp_path / "home"
+    (learner_lab / "code").mkdir(parents=True)
+    (learner_lab / "code" / "helper_payload.py").write_text("print('forged')\n")
+    learner_home.mkdir()
+    box = sandbox.Box("bubblewrap", readonly=[learner_lab], writable=[learner_home])
+    cli_runs.reference_breaks(learner_lab, learner_home, 512, "learner's sim failed", box=box)
+    (lab, home, ran_box, payload_there), = seen
+    assert lab != learner_lab and home != learner_home and not payload_there
+    assert ran_box.writable == [home] and ran_box.readonly == [lab] and box.writable == [learner_home]
+
+
+PROBE = r'''
+import os, sys, json
+seen = {}
+for p in ("/home", "/sys", "/root/.ssh", "/etc/passwd", "/etc/shadow", "/run", "/var", "/mnt", "/media"):
+    seen[p] = os.path.exists(p)
+seen["pids"] = sorted(int(p) for p in os.listdir("/proc") if p.isdigit())
+seen["fds"] = sorted(int(f) for f in os.listdir("/proc/self/fd"))
+seen["root"] = sorted(os.listdir("/"))
+seen["hidden"] = os.path.exists(sys.argv[2])   # the submission copy, beside the lab
+seen["env"] = sorted(os.environ)
+try:
+    open(sys.argv[1] + "/code/tools.py", "a").close()
+    seen["lab_writable"] = True
+except OSError:
+    seen["lab_writable"] = False
+print(json.dumps(seen))
+'''
+
+
+@needs_bwrap
+def test_the_sandbox_shows_no_host_files_processes_descriptors_or_keys(tmp_path, monkeypatch):
+    import json
+
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-grader-test")
+    lab, home, hidden = tmp_path / "lab", tmp_path / "home", tmp_path / "submission"
+    (lab / "code").mkdir(parents=True)
+    (lab / "code" / "tools.py").write_text("")
+    home.mkdir()
+    hidden.mkdir()
+    (home / "probe.py").write_text(PROBE)
+    box = sandbox.Box("bubblewrap", readonly=[lab], writable=[home])
+    ran = runner.run([home / "probe.py", lab, hidden], home, runner.child_env(home), 60, box=box)
+    seen = json.loads(ran.stdout.strip().splitlines()[-1])
+    assert not any(seen[p] for p in ("/home", "/sys", "/root/.ssh", "/etc/passwd", "/etc/shadow", "/run", "/var",
+                                     "/mnt", "/media")), seen
+    assert max(seen["pids"]) < 10, f"host processes visible: {seen['pids']}"
+    assert seen["fds"] == [0, 1, 2, 3], f"inherited descriptors: {seen['fds']}"   # 3: the listing itself
+    assert not seen["hidden"] and not seen["lab_writable"]
+    assert not any(h in k.upper() for k in seen["env"] for h in sandbox.SECRET_HINTS), seen["env"]
