@@ -158,3 +158,58 @@ def test_the_sandbox_shows_no_host_files_processes_descriptors_or_keys(tmp_path,
     assert seen["fds"] == [0, 1, 2, 3], f"inherited descriptors: {seen['fds']}"   # 3: the listing itself
     assert not seen["hidden"] and not seen["lab_writable"]
     assert not any(h in k.upper() for k in seen["env"] for h in sandbox.SECRET_HINTS), seen["env"]
+
+
+def _ev(outcomes: dict, probes: list, parsing=(), looping=()):
+    from grading import battery, board
+
+    b = board.Board(tests=[board.Test(f"code/tests/test_{m.lower()}_x.py::test_{i}", m, o)
+                           for m, o in outcomes.items() for i in range(2)])
+    return {"board": b, "battery": battery.Battery(probes=list(probes), parsing=list(parsing), looping=list(looping))}
+
+
+def test_tests_passing_over_a_battery_failure_are_flagged_as_contradicted():
+    """The guiding tests' stream comes from the learner's process (a payload can rewrite every report
+    to "passed"); the battery is judged in the grader. Tests passing over a leak is what a forged
+    stream looks like, and the report says so."""
+    from grading import grader
+
+    leak = {"class": "climbs", "probe": "../x", "kind": "relative", "argument": "'../x'", "result": "outside", "detail": "returned /x"}
+    bad_parse = {"probe": "two calls", "result": "wrong", "detail": "expected [a], got []"}
+    forged = grader.contradicted(_ev({"M1": "passed", "M2": "passed", "M3": "failed"}, [leak], parsing=[bad_parse]))
+    assert [x.split(" tests")[0] for x in forged] == ["M1", "M2"], forged
+    assert "climbs" in forged[0] and "1 of 1" in forged[1]
+    honest = grader.contradicted(_ev({"M1": "failed", "M2": "passed"}, [leak],
+                                     parsing=[{"probe": "two calls", "result": "correct", "detail": ""}]))
+    assert honest == []
+
+
+FORGE = r'''
+import sys as _s
+_r = _s.modules.get("_pytest.reports")
+if _r is not None and not getattr(_r, "_forged", False):
+    _r._forged = True
+    _orig = _r.TestReport.from_item_and_call.__func__
+    def _passed(cls, item, call):
+        rep = _orig(cls, item, call)
+        rep.outcome, rep.longrepr = "passed", None
+        return rep
+    _r.TestReport.from_item_and_call = classmethod(_passed)
+'''
+
+
+@needs_bwrap
+def test_a_forged_test_stream_is_contradicted_by_the_battery_in_the_report(tmp_path):
+    """An insecure safe_resolve that makes pytest report every test passed (measured: M1 26 of 30
+    -> 30 of 30, total 27 -> 45 without this flag). The battery, judged in the grader, still sees the
+    leak, and the report's first lines say the tests are contradicted. One --quick grading, ~5 s."""
+    from grading import grader, report, synthetic
+    from mutants import MUTANTS
+
+    base = next(m for m in MUTANTS if m.name == "string-prefix containment")
+    forged = synthetic.make(tmp_path / "forged", code="reference", docs="filled")
+    synthetic.plant(forged / "code" / "tools.py", "safe_resolve", FORGE + "\n" + base.body)
+    r = grader.grade(forged, quick=True, sandbox="bubblewrap")
+    said = r["integrity"]["flags"]["tests_contradicted_outside"]
+    assert any(x.startswith("M1 tests all pass") for x in said), (r["board"], said)
+    assert any("contradicted" in f for f in report.flags(r)), report.flags(r)

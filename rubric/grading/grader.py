@@ -346,6 +346,28 @@ def _ev_starcall(c, ev):
     return lines
 
 
+def contradicted(ev) -> list:
+    """Milestones whose guiding tests pass while the battery, judged here, saw the function fail.
+
+    The tests run in the learner's process, so their stream can be forged (a payload that rewrites
+    every report to "passed"); the battery's answers are judged in the grader. Both passing is
+    consistent; tests passing over a battery failure is what a forged stream looks like."""
+    board, battery = ev["board"], ev["battery"]
+    out = []
+    for milestone, kinds in (("M1", False), ("M3", True)):
+        if board.state(milestone) != "passing":
+            continue
+        bad = [name for name, v in battery.classes().items() if v["status"] in ("leaked", "hung")
+               and name not in battery_mod.NOT_THE_LEARNERS and any((p["kind"] == "dispatch") == kinds for p in v["probes"])]
+        if bad:
+            out.append(f"{milestone} tests all pass, but the battery saw {', '.join(bad)} get through")
+    for milestone, summary in (("M2", battery.parse_summary()), ("M4", battery.loop_summary())):
+        if board.state(milestone) == "passing" and summary["of"] and summary["wrong"]:
+            out.append(f"{milestone} tests all pass, but {summary['of'] - summary['correct']} of {summary['of']} "
+                       f"contract probes judged outside did not: {summary['wrong'][0][:160]}")
+    return out
+
+
 def _integrity(ev) -> dict:
     integ, board = ev["integrity"], ev["board"]
     changed = {m: i["changed"] for m, i in integ["modules"].items() if i["changed"]}
@@ -361,7 +383,8 @@ def _integrity(ev) -> dict:
     flags = {"tests_or_harness_edited": guarded, "provided_code_changed": [f"{m}: {', '.join(v)}" for m, v in changed.items()]
              + integ["provided_edited"], "matches_reference_solution": same, "stubs_still_raising": core_stubs,
              "timeouts": len(timeouts), "does_not_import": broken,
-             "shadowing_modules_refused": [f"{p} ({why})" for p, why in refused]}
+             "shadowing_modules_refused": [f"{p} ({why})" for p, why in refused],
+             "tests_contradicted_outside": contradicted(ev)}
     lines = [
         "- What ran: " + ("the learner's tools.py, agent_loop.py and stretch.py as submitted (--as-submitted)" if ev["as_submitted"]
                           else "the learner's functions (and any definitions they added) inside this lab's provided code; "
@@ -392,6 +415,7 @@ def _integrity(ev) -> dict:
                 f"{int(i.get('similarity', 0) * 100)} % similar to the reference (difflib on the unparsed body)"
             lines.append(f"- {q}: {i['lines']} lines, {same_text}")
     lines += [f"- {b}" for b in broken]
+    lines += [f"- **contradicted**: {x}" for x in flags["tests_contradicted_outside"]]
     if timeouts:
         lines.append(f"- {len(timeouts)} test(s) hit the grader's time limit (an endless loop?): {', '.join(timeouts[:5])}")
     lines.append(f"- Sandbox: {ev.get('limits') or ev.get('sandbox', 'none')}")
