@@ -213,3 +213,46 @@ def test_a_forged_test_stream_is_contradicted_by_the_battery_in_the_report(tmp_p
     said = r["integrity"]["flags"]["tests_contradicted_outside"]
     assert any(x.startswith("M1 tests all pass") for x in said), (r["board"], said)
     assert any("contradicted" in f for f in report.flags(r)), report.flags(r)
+
+
+FILL = r'''
+import os, sys
+home = os.environ["HOME"]
+print("found", sorted(os.listdir(home)))
+n = 0
+try:
+    for i in range(64):   # many files, each under the per-file ceiling: only a cap on the folder stops it
+        with open(os.path.join(home, "fill%d" % i), "wb") as fh:
+            fh.write(b"x" * (1 << 20))
+        n += 1
+except OSError as exc:
+    print("stopped at", n, "MB:", exc.strerror)
+'''
+
+
+@needs_bwrap
+def test_home_is_capped_and_fresh_per_command_so_a_disk_bomb_never_reaches_the_graders_disk(tmp_path, monkeypatch):
+    from grading import grader
+
+    monkeypatch.setattr(sandbox, "TMP_MB", 8)
+    lab, home, tree = tmp_path / "lab", tmp_path / "home", tmp_path / "tree"
+    for p in (lab, home, tree):
+        p.mkdir()
+    (lab / "fill.py").write_text(FILL)
+    box = grader.make_box("bubblewrap", tmp_path, lab, home, tree)
+    first, second = (runner.run([lab / "fill.py"], lab, runner.child_env(home), 60, box=box) for _ in range(2))
+    assert "stopped at" in first.stdout and "No space left" in first.stdout, (first.stdout, first.stderr)
+    assert "found []" in second.stdout, second.stdout     # nothing carried over to the next command
+    assert list(home.iterdir()) == []                      # and nothing was written on the grader's disk
+
+
+def test_a_package_marker_or_entry_point_in_code_is_refused_and_never_reaches_the_lab(tmp_path):
+    code = tmp_path / "sub" / "code"
+    code.mkdir(parents=True)
+    for name in ("__init__.py", "__main__.py", "helper.py"):
+        (code / name).write_text("import sys; print('ran', file=sys.stderr)\n")
+    workspace.build_lab(tmp_path / "lab", code)
+    assert workspace.shadows("__init__.py") and workspace.shadows("__main__.py") and not workspace.shadows("helper.py")
+    assert (tmp_path / "lab" / "code" / "helper.py").exists()
+    assert not (tmp_path / "lab" / "code" / "__init__.py").exists() and not (tmp_path / "lab" / "code" / "__main__.py").exists()
+    workspace.remove_tree(tmp_path / "lab")

@@ -85,7 +85,8 @@ def reference_breaks(lab: Path, home: Path, memory_mb: int, why: str, box=None) 
             ref_lab, ref_home = Path(fresh) / "lab", Path(fresh) / "home"
             ref_home.mkdir()
             workspace.build_lab(ref_lab, Path(fresh) / "no-learner-code")
-            ref_box = box and dataclasses.replace(box, readonly=[ref_lab], writable=[ref_home])
+            ref_box = box and dataclasses.replace(box, readonly=[ref_lab], writable=[ref_home] if box.writable else [],
+                                                  scratch=[ref_home] if box.scratch else [])
             if box is not None and box.kind in ("docker", "podman"):
                 os.chmod(ref_home, 0o777)
             ref = _python(ref_lab, ref_home, ["break_and_observe.py", "all", "--simulate"], BREAK_TIMEOUT, memory_mb,

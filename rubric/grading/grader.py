@@ -34,13 +34,17 @@ class NoSandbox(RuntimeError):
 
 def make_box(sandbox: str, tmp: Path, lab: Path, home: Path, battery: Path) -> Box:
     """The sandbox every learner command of this submission runs in: the lab and the battery tree
-    read-only, the work folder (home) the only writable one."""
+    read-only, the work folder (home) the only writable one. Under bubblewrap home is a fresh
+    size-capped tmpfs for each command (nothing is written to the grader's disk, nothing carries
+    over to the next command); a container needs it on disk for the tests' log."""
     kind, why = choose_sandbox(sandbox)
     if not kind:
         raise NoSandbox(f"{why}; {sandbox_mod.HOW_TO_GET_ONE}")
     if kind in ("docker", "podman"):
         os.chmod(home, 0o777)   # the container's unprivileged user writes there
-    return Box(kind, readonly=[lab, battery], writable=[home])
+        return Box(kind, readonly=[lab, battery], writable=[home])
+    return Box(kind, readonly=[lab, battery], scratch=[home] if kind == "bubblewrap" else [],
+               writable=[] if kind == "bubblewrap" else [home])
 
 
 @functools.lru_cache(maxsize=8)

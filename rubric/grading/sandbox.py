@@ -56,6 +56,9 @@ class Box:
     kind: str = "none"
     readonly: list = field(default_factory=list)    # visible read-only at the same path
     writable: list = field(default_factory=list)    # visible read-write at the same path
+    # visible read-write at the same path, but a fresh size-capped tmpfs per command: what a learner
+    # writes there (a disk bomb, a .pth for the next command) never reaches the grader's disk
+    scratch: list = field(default_factory=list)
     limits: str = ""                                 # which limits held, for the evidence
 
     def wrap(self, command: list, cwd: Path, env: dict, memory_mb: int, name: str) -> tuple[list, dict]:
@@ -82,6 +85,8 @@ class Box:
             argv += ["--ro-bind", str(p), str(p)]
         for p in self.writable:
             argv += ["--bind", str(p), str(p)]
+        for p in self.scratch:
+            argv += ["--size", str(TMP_MB << 20), "--perms", "0700", "--tmpfs", str(p)]
         for k, v in env.items():
             argv += ["--setenv", k, v]
         return argv + ["--chdir", str(cwd), "--", *map(str, command)]
@@ -97,6 +102,8 @@ class Box:
             argv += ["-v", f"{p}:{p}:ro"]
         for p in self.writable:
             argv += ["-v", f"{p}:{p}"]
+        for p in self.scratch:
+            argv += ["--tmpfs", f"{p}:rw,size={TMP_MB}m,mode=1777"]
         for k, v in env.items():
             argv += ["-e", f"{k}={v}"]
         return argv + [DOCKER_IMAGE, *map(str, command)]

@@ -51,6 +51,8 @@ def shadows(filename: str) -> str:
     stem = filename.split(".", 1)[0]
     if filename.endswith(".pth"):
         return "a .pth file runs code when Python starts"
+    if stem in ("__init__", "__main__"):   # code/ as a package takes the standard library's `code` (pdb imports it)
+        return f"{stem}.py would change how code/ itself is imported"
     if stem in SHADOWING or stem in ("sitecustomize", "usercustomize"):
         return f"{stem} would replace a module the lab or Python loads"
     if stem in sys.stdlib_module_names:
