@@ -256,3 +256,27 @@ def test_a_package_marker_or_entry_point_in_code_is_refused_and_never_reaches_th
     assert (tmp_path / "lab" / "code" / "helper.py").exists()
     assert not (tmp_path / "lab" / "code" / "__init__.py").exists() and not (tmp_path / "lab" / "code" / "__main__.py").exists()
     workspace.remove_tree(tmp_path / "lab")
+
+
+def test_a_flood_on_the_test_channel_is_read_to_the_end_but_kept_bounded(monkeypatch):
+    """100,000 lines of 1 MB were all kept before (100 GB in the grader); now long lines are dropped
+    and what is kept stops at KEEP_BYTES, while the writer is never blocked."""
+    import threading
+
+    from grading import board
+
+    monkeypatch.setattr(board, "KEEP_BYTES", 1 << 20)
+    read_fd, write_fd = os.pipe()
+    lines: list = []
+    reader = threading.Thread(target=board._drain, args=(read_fd, lines))
+    reader.start()
+    real = b'{"nodeid": "code/tests/test_m1_sandbox.py::test_x", "event": "call", "outcome": "failed"}\n'
+    with os.fdopen(write_fd, "wb") as out:
+        out.write(real)
+        for _ in range(40):
+            out.write(b"x" * (2 << 20) + b"\n")        # 80 MB of over-long lines
+        for _ in range(20_000):
+            out.write(b'{"nodeid": "' + b"y" * 200 + b'"}\n')   # 4 MB of short ones
+    reader.join(timeout=30)
+    assert not reader.is_alive()
+    assert lines[0] == real.decode().strip() and sum(map(len, lines)) <= 1 << 20

@@ -213,12 +213,13 @@ class Session:
     """Questions in, one answer per question out; an answer counts only with its question's nonce."""
 
     def __init__(self, child):
-        self.child, self.lines = child, queue.Queue(maxsize=1000)
+        self.child, self.lines = child, queue.Queue(maxsize=16)
         threading.Thread(target=self._read, daemon=True).start()
 
     def _read(self):
-        """Only lines shaped like an answer are kept, each at most 1 MB, at most 1,000 waiting: a
-        learner printing without end costs the grader no memory."""
+        """Only lines shaped like an answer are kept, each at most 1 MB (a loop ignoring its cap
+        answers with ~300 KB), at most 16 waiting (one is asked at a time): a learner printing
+        without end costs the grader no memory."""
         try:
             for raw in iter(lambda: self.child.proc.stdout.readline(1 << 20), b""):
                 if raw.startswith(b'{"nonce"'):

@@ -129,15 +129,23 @@ def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, limits: tupl
     return board
 
 
+LINE_BYTES = 64 << 10       # a real record is a few KB (its message is cut at 1,500 characters)
+KEEP_BYTES = 32 << 20       # all records kept from one session: 100,000 lines of 1 MB would be 100 GB
+
+
 def _drain(fd: int, lines: list) -> None:
+    """A learner flooding the channel is kept reading (so it never blocks), not kept in memory."""
+    kept = 0
     with open(fd, "rb", closefd=True) as fh:
         pending = b""
         for chunk in iter(lambda: fh.read1(65536), b""):
             pending += chunk
             *done, pending = pending.split(b"\n")
-            if len(lines) < 100_000:   # a learner flooding the channel: kept reading (so it never blocks), not kept
-                lines.extend(x.decode("utf-8", "replace") for x in done)
-            if len(pending) > 1 << 20:
+            for x in done:
+                if len(x) <= LINE_BYTES and kept + len(x) <= KEEP_BYTES and len(lines) < 100_000:
+                    lines.append(x.decode("utf-8", "replace"))
+                    kept += len(x)
+            if len(pending) > LINE_BYTES:
                 pending = b""
 
 
