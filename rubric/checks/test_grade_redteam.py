@@ -280,3 +280,18 @@ def test_a_flood_on_the_test_channel_is_read_to_the_end_but_kept_bounded(monkeyp
     reader.join(timeout=30)
     assert not reader.is_alive()
     assert lines[0] == real.decode().strip() and sum(map(len, lines)) <= 1 << 20
+
+
+@pytest.mark.skipif(os.name != "posix", reason="rlimits are POSIX")
+def test_learner_processes_cannot_hold_more_than_a_thousand_descriptors(tmp_path):
+    """256 processes each raising its descriptor limit to the hard one (20,000 here) could fill the
+    host's file table; the ceiling is now hard, so it cannot be raised back."""
+    (tmp_path / "fds.py").write_text(
+        "import os, resource\n"
+        "soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)\n"
+        "try:\n    resource.setrlimit(resource.RLIMIT_NOFILE, (hard * 2 + 10, hard * 2 + 10))\nexcept (ValueError, OSError):\n    pass\n"
+        "n = []\ntry:\n    for _ in range(5000):\n        n.append(os.open(os.devnull, os.O_RDONLY))\nexcept OSError:\n    pass\n"
+        "print('held', len(n), 'hard', resource.getrlimit(resource.RLIMIT_NOFILE)[1])\n")
+    ran = runner.run([tmp_path / "fds.py"], tmp_path, runner.child_env(tmp_path), 60)
+    held = int(ran.stdout.split()[1])
+    assert held < runner.MAX_OPEN_FILES and f"hard {runner.MAX_OPEN_FILES}" in ran.stdout, (ran.stdout, ran.stderr)

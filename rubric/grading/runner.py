@@ -26,6 +26,7 @@ POSIX = os.name == "posix"
 DEFAULT_MEMORY_MB = 1536          # pytest + litellm needs < 1 GiB of address space
 MAX_FILE_BYTES = 256 << 20        # no single file written by learner code may exceed this
 OUTPUT_LIMIT = 200_000            # characters of stdout/stderr kept
+MAX_OPEN_FILES = 1024             # descriptors per learner process
 SPARE_PROCESSES = 256             # processes learner code may add (pytest's own subprocess tests need a few)
 
 # Any of these reaching learner code could spend an instructor's money: never passed on.
@@ -117,6 +118,9 @@ def _limits(memory_mb: int, group: Group | None):
             if processes is not None:
                 resource.setrlimit(resource.RLIMIT_NPROC, (processes, processes))
         resource.setrlimit(resource.RLIMIT_FSIZE, (MAX_FILE_BYTES, MAX_FILE_BYTES))
+        # hard, so it cannot be raised back: 256 processes x the usual 20,000+ could fill the host's file table
+        files = min(MAX_OPEN_FILES, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+        resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
     return apply
 
 
