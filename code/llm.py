@@ -24,11 +24,13 @@ from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 
 import config
+import local_server
+import text_calls
 from cli import NotDoneYet
 
 MAX_ANSWER_TOKENS = 4_096       # per model call (Anthropic requires a value). Reasoning models, the default
                                 # gpt-oss among them, spend part of it thinking: a small cap returns empty replies
-REQUEST_TIMEOUT = 60            # seconds for one model call
+REQUEST_TIMEOUT = 60            # seconds for one model call (a local server gets longer: request_timeout)
 RETRIES = 2                     # a rate limit or an overload: retried this often, then one clear line
 FIRST_WAIT = 4.0                # seconds before the first retry when the provider names no wait; doubles
 MAX_WAIT = 30.0                 # the longest single wait; a provider asking for more gets no retry
@@ -53,6 +55,7 @@ class Usage:
     model_seconds: float = 0.0      # waiting for the provider (retries included)
     startup_seconds: float = 0.0    # importing LiteLLM on the first call: start-up, not the model
     finish_reason: str | None = None  # the last reply's: "stop", "length", "content_filter (SAFETY)"...
+    recovered_calls: int = 0        # tool calls a local model wrote as text, recovered (text_calls.py)
 
     def record(self, response) -> None:
         self.finish_reason = finish_reason_of(response)
@@ -109,7 +112,7 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
     settings = settings or config.load_settings(model=model, api_base=api_base)
     usage = usage if usage is not None else Usage()
 
-    def complete(messages, tool_schemas, tool_choice="auto"):
+    def complete(messages, tool_schemas, tool_choice="auto", max_tokens=MAX_ANSWER_TOKENS):
         started = time.perf_counter()
         import litellm  # lazy: importing LiteLLM takes seconds, and --context-only never needs it
 
@@ -126,8 +129,8 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
                 response = litellm.completion(
                     model=settings.model, messages=wire_messages(settings, messages), tools=tool_schemas,
                     tool_choice=tool_choice,
-                    max_tokens=MAX_ANSWER_TOKENS, api_base=settings.api_base, api_key=settings.api_key,
-                    timeout=REQUEST_TIMEOUT, max_retries=0, **forced)
+                    max_tokens=max_tokens, api_base=settings.api_base, api_key=settings.api_key,
+                    timeout=request_timeout(settings), max_retries=0, **forced)
                 if native_finish(response) == "MALFORMED_FUNCTION_CALL":
                     raise MalformedToolCall()  # handled below, like Groq's tool_use_failed
                 break
@@ -144,10 +147,29 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
                 (sleep or pause)(wait)
         usage.model_seconds += time.perf_counter() - asked
         usage.record(response)
-        return response.choices[0].message
+        return recover_written_calls(settings, usage, response.choices[0].message, tool_schemas)
 
     complete.model, complete.usage = settings.model, usage
     return complete
+
+
+def recover_written_calls(settings, usage: Usage, message, tool_schemas):
+    """PROVIDED RECOVERY, for a local server only: a reply that is nothing but tool calls written as
+    JSON (a small model ignoring its template's tool-call markup) becomes those calls, counted in
+    usage.recovered_calls. Hosted providers' replies are returned untouched (see text_calls.py)."""
+    if not local_server.is_local_model(settings):
+        return message
+    recovered = text_calls.recover(message, tool_schemas)
+    if recovered is not message:
+        usage.recovered_calls += len(recovered.tool_calls)
+    return recovered
+
+
+def request_timeout(settings) -> float:
+    """Seconds one model call may take: REQUEST_TIMEOUT, or LOCAL_TIMEOUT_FACTOR times that for a
+    server on this machine (a CPU model needs minutes to read a long prompt; see local_server.py)."""
+    local = local_server.is_local_model(settings)
+    return REQUEST_TIMEOUT * local_server.LOCAL_TIMEOUT_FACTOR if local else REQUEST_TIMEOUT
 
 
 def wire_messages(settings, messages) -> list:
@@ -336,7 +358,7 @@ def describe_error(exc: BaseException, settings=None, suggest_check=True, offlin
         where = f" and the base URL {base}" if base else ""
         return f"the provider does not know the model {model} (HTTP 404): check COPILOT_MODEL{where}{check} ({said})"
     if kind == "timeout":
-        return f"{model} did not answer within {REQUEST_TIMEOUT} s ({said})"
+        return f"{model} did not answer within {request_timeout(settings):g} s ({said})"
     if kind == "rejected":
         if "does not support tools" in said:
             others = " or ".join(m for m in ("ollama_chat/qwen3", "ollama_chat/llama3.1") if m != model)
