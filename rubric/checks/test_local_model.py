@@ -36,6 +36,9 @@ NAMES = {"read_file", "list_directory", "search_code"}
     '<tool_call>\n{"name": "read_file", "arguments": {"path": "a.py"}}\n</tool_call>',
     '{{"name": "read_file", "arguments": {"path": "a.py"}}}',            # the Qwen2.5 template's doubled braces
     '```\n{"name": "read_file", "arguments": "{\\"path\\": \\"a.py\\"}"}\n```\n\n\n',  # arguments encoded twice
+    '```json\n{"function": "read_file", "arguments": {"path": "a.py"}}\n```',  # shapes the 1.5B wrote
+    '<tools>\n{"type": "function", "function": {"name": "read_file", "arguments": {"path": "a.py"}}}\n</tools>',
+    '{"name": "read_file", "parameters": {"path": "a.py"}}',
 ])
 def test_a_reply_that_is_only_a_call_is_recognised(text):
     assert [name for name, _ in text_calls.written_calls(text, NAMES)] == ["read_file"]
@@ -44,7 +47,7 @@ def test_a_reply_that_is_only_a_call_is_recognised(text):
 
 @pytest.mark.parametrize("text", [
     "The total is wrong because of shop/service.py:9.",
-    FENCED + "\nThen I will answer.",                                     # text after the call
+    'Call it as {"name": "read_file", "arguments": {"path": "a.py"}} when needed.',  # not starting a line
     '```json\n{"name": "run_shell", "arguments": {"cmd": "ls"}}\n```',      # not an offered tool
     '```json\n{"name": "read_file", "arguments": ["a.py"]}\n```',           # arguments not an object
     '```json\n{"name": "read_file", "arguments": {}, "id": 1}\n```',        # other keys
@@ -62,6 +65,13 @@ def test_a_thought_before_the_call_stays_as_the_text():
     assert message.content == "I look for the total." and call.id == "text_call_0"
     assert call.function.name == "read_file" and json.loads(call.function.arguments) == {"path": "shop/service.py"}
     assert agent_loop.bounded_reply(message).tool_calls[0].id == "text_call_0"
+
+
+def test_what_a_small_model_imagines_after_its_call_is_dropped():
+    text = f"I look for the total.\n{FENCED}\nThis returned:\n```\nshop/service.py:9: invented\n```\nSo the answer is..."
+    assert not text_calls.is_written_call(text)  # for a hosted model this is text, and stays text
+    message = text_calls.recover(NS(content=text, tool_calls=None), tools.TOOL_SCHEMAS)
+    assert message.content == "I look for the total." and [c.function.name for c in message.tool_calls] == ["read_file"]
 
 
 def test_a_real_tool_call_is_never_touched():
