@@ -7,8 +7,60 @@ one line naming the earliest milestone left to do, instead of a traceback.
 
 from __future__ import annotations
 
+import json
 import os
+import re
 import sys
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+
+
+# ESC, BEL, CSI and friends: from a file name, a file's contents, the model's text or a server's
+# error they would drive the terminal (colours, the window title, the clipboard through OSC 52,
+# clearing the screen). Newline and tab stay; bidi overrides are escaped too (they reorder what
+# you read), and lone surrogates (which no terminal can encode: a traceback at print time).
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
+# The same characters (and tab and newline, which JSON escapes itself) in JSON text: only inside strings.
+_JSON_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029\ud800-\udfff]")
+# scheme://user:secret@host and ?key=secret in a URL, wherever a URL is printed.
+_URL = re.compile(r"\b([a-zA-Z][a-zA-Z0-9+.-]*://)([^\s/?#@]*@)?([^\s?#'\"]*)(\?[^\s#'\"]*)?")
+_SECRET_PARAM = re.compile(r"key|token|secret|sig|signature|password|auth|credential", re.I)
+
+
+def terminal_safe(text) -> str:
+    """``text`` with every control character written as a visible escape (ESC becomes \\x1b)."""
+    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
+                       else f"\\u{ord(m.group()):04x}", str(text))
+
+
+def json_text(value, **options) -> str:
+    """json.dumps(value, ensure_ascii=False) with C1 controls, bidi overrides and lone surrogates
+    escaped as \\uXXXX (still the same JSON), so printing it cannot drive or fool a terminal."""
+    text = json.dumps(value, ensure_ascii=False, **options)
+    return _JSON_UNSAFE.sub(lambda m: f"\\u{ord(m.group()):04x}", text)
+
+
+def redact_url(url) -> str:
+    """A URL safe to print: no user:password@, and the values of key-like query parameters hidden
+    (https://user:KEY@host/v1?api_key=K becomes https://host/v1?api_key=***)."""
+    try:
+        parts = urlsplit(str(url))
+        host = parts.netloc.rpartition("@")[2]
+        query = urlencode([(k, "***" if _SECRET_PARAM.search(k) else v) for k, v in parse_qsl(parts.query, True)],
+                          safe="*")
+        return urlunsplit((parts.scheme, host, parts.path, query, ""))
+    except ValueError:
+        return "<a URL that cannot be parsed>"
+
+
+def redact_urls(text: str) -> str:
+    """Every URL in ``text`` through redact_url (error messages quote the address they tried)."""
+    def redact(match) -> str:
+        url = match.group()
+        trail = len(url) - len(url.rstrip(".,:;)"))  # "... at https://h/v1: refused": the colon is the sentence's
+        url, tail = (url[:-trail], url[-trail:]) if trail else (url, "")
+        return (redact_url(url) if match.group(2) or "?" in url else url) + tail
+
+    return _URL.sub(redact, str(text))
 
 
 class NotDoneYet(NotImplementedError):

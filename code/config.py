@@ -24,6 +24,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
+from cli import redact_url
+
 # LiteLLM downloads a model price list when it is imported (a 5 s stall offline). Only the exact
 # value "True" switches that off, and it must be set before `import litellm`: this module is
 # imported first, so it sets it here. Set it to something else yourself to get fresh prices.
@@ -86,6 +88,7 @@ class Settings:
     embedding_query_prefix: str = ""
     embedding_document_prefix: str = ""
     embedding_input_types: tuple[str, ...] = ()
+    embedding_max_chunks: int | None = None  # EMBEDDING_MAX_CHUNKS: a bigger embedding job is refused
 
 
 def read_environment(dotenv_files=None, environ=None, env_file=None) -> dict[str, str]:
@@ -197,6 +200,7 @@ def load_settings(model=None, api_base=None, env=None, need_model=True, env_file
         embedding_query_prefix=env.get("EMBEDDING_QUERY_PREFIX") or "",
         embedding_document_prefix=env.get("EMBEDDING_DOCUMENT_PREFIX") or "",
         embedding_input_types=input_types(env.get("EMBEDDING_INPUT_TYPES")),
+        embedding_max_chunks=whole_number("EMBEDDING_MAX_CHUNKS", env.get("EMBEDDING_MAX_CHUNKS")),
     )
 
 
@@ -216,7 +220,7 @@ def base_url_problems(model: str | None, api_base: str | None) -> list[str]:
         return problems
     if prefix == "anthropic" and path.endswith(("/v1", "/v1/messages")):
         problems.append(f"Anthropic's base URL is the bare host, e.g. https://api.anthropic.com (LiteLLM adds "
-                        f"/v1/messages, so {api_base} asks for .../v1/v1/messages)")
+                        f"/v1/messages, so {redact_url(api_base)} asks for .../v1/v1/messages)")
     elif prefix == "gemini" and not path.endswith("/v1beta"):
         problems.append("Gemini's base URL ends in /v1beta, e.g. https://generativelanguage.googleapis.com/v1beta "
                         "(LiteLLM adds /models/<model>:generateContent)")
@@ -229,6 +233,15 @@ def base_url_problems(model: str | None, api_base: str | None) -> list[str]:
     elif prefix == "groq" and (not path.endswith("/v1") or "groq.com" in api_base and path != "/openai/v1"):
         problems.append("Groq's base URL is https://api.groq.com/openai/v1; leave COPILOT_API_BASE unset for Groq")
     return problems
+
+
+def whole_number(name: str, value: str | None) -> int | None:
+    """A positive whole number setting, or None when unset."""
+    if not value:
+        return None
+    if not value.strip().isdigit() or len(value.strip()) > 9 or int(value) < 1:
+        raise ConfigError(f"{name} must be a whole number of 1 or more, got {value[:40]!r}")
+    return int(value)
 
 
 def input_types(value: str | None) -> tuple[str, ...]:

@@ -31,6 +31,8 @@ from tools import (BINARY_SNIFF_BYTES, MAX_WALK_DEPTH, MAX_WALK_DIRS, ToolError,
                    iter_repo_files, split_lines)
 
 MAX_INDEX_FILE_BYTES = 500_000    # bigger files are data or generated code, not answers
+MAX_INDEX_TOTAL_BYTES = 64_000_000  # files past this, in walk order, are not indexed (a note says so)
+MAX_INDEX_CHUNKS = 250_000        # ... nor files past this many chunks (Django: 34 MB of text)
 # Generated, minified or translation files: big, and they drown the code in matches.
 SKIP_SUFFIXES = (".po", ".pot", ".min.js", ".min.css", ".map", ".svg", ".lock")
 PROGRESS_AFTER_SECONDS = 2.0      # say what is happening when indexing is slow
@@ -173,20 +175,29 @@ def build_index(root, listing, recipe: Recipe) -> LexicalIndex:
 
 def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
     started = time.perf_counter()
-    wanted = [(str(p), rel) for p, rel, size, _ in listing if indexable(rel, size)]  # p: for its size
+    wanted = within_budget([(str(p), rel, size) for p, rel, size, _ in listing if indexable(rel, size)])
     position = {rel: i for i, (_, rel, _, _) in enumerate(listing)}
     words: dict[str, int] = defaultdict()
     words.default_factory = words.__len__  # a new identifier gets the next number
     hashes, chunk_file, spans, sizes, ids, counts = {}, array("i"), array("i"), array("i"), [], array("i")
-    for (_, rel), (digest, found) in zip(wanted, _index_all(str(root), wanted, recipe.index_file, started)):
-        hashes[rel] = digest
-        if found is None or not found.sizes:
-            continue
-        chunk_file.extend([position[rel]] * len(found.sizes))
-        spans.extend(found.spans)
-        sizes.extend(found.sizes)
-        ids.extend(map(words.__getitem__, found.words.split("\n")))
-        counts.extend(found.counts)
+    results = _index_all(str(root), wanted, recipe.index_file, started)
+    try:
+        for (_, rel), (digest, found) in zip(wanted, results):
+            hashes[rel] = digest
+            if found is None or not found.sizes:
+                continue
+            chunk_file.extend([position[rel]] * len(found.sizes))
+            spans.extend(found.spans)
+            sizes.extend(found.sizes)
+            ids.extend(map(words.__getitem__, found.words.split("\n")))
+            counts.extend(found.counts)
+            if len(sizes) >= MAX_INDEX_CHUNKS and len(hashes) < len(wanted):
+                print(f"context: indexed the first {len(hashes):,} of {len(wanted):,} files: they hold "
+                      f"{len(sizes):,} chunks, the index's budget; point --repo at a sub-folder for the rest",
+                      file=sys.stderr)
+                break
+    finally:
+        results.close()  # stops the workers still reading files past the budget
     ids = np.array(ids, dtype=np.int64)
     tf = np.frombuffer(counts, dtype=np.int32).astype(np.float32)
     rows = np.repeat(np.arange(len(sizes), dtype=np.int32), np.frombuffer(sizes, dtype=np.int32))
@@ -197,9 +208,26 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
     # A chunk's length counts every term, as a question sees it: order_total is three.
     length = np.bincount(rows, weights=tf * terms_per_word[ids], minlength=len(sizes)).astype(np.float32)
     chunks = (np.frombuffer(chunk_file, dtype=np.int32).copy(), bounds[:, 0].copy(), bounds[:, 1].copy(), length)
-    _progress_done(started, len(wanted), len(sizes))
+    _progress_done(started, len(hashes), len(sizes))
     return LexicalIndex(root, [(rel, size, mtime) for _, rel, size, mtime in listing], hashes, chunks,
                         terms, term_ptr, term_words, word_ptr, rows[order], tf[order])
+
+
+def within_budget(files) -> list[tuple[str, str]]:
+    """(path, rel) of the files [(path, rel, size)] that fit in MAX_INDEX_TOTAL_BYTES, in walk order,
+    with a note on stderr when some do not (131 MB of text took 113 s and 677 MB of memory)."""
+    kept, total = [], 0
+    for path, rel, size in files:
+        if total + size > MAX_INDEX_TOTAL_BYTES:
+            skipped = sum(size for *_, size in files[len(kept):])
+            print(f"context: indexed the first {len(kept):,} of {len(files):,} files ({total / 1e6:.0f} MB); "
+                  f"{len(files) - len(kept):,} more ({skipped / 1e6:.0f} MB) are past the index's "
+                  f"{MAX_INDEX_TOTAL_BYTES / 1e6:.0f} MB budget: point --repo at a sub-folder for them",
+                  file=sys.stderr)
+            break
+        kept.append((path, rel))
+        total += size
+    return kept
 
 
 def _term_map(identifiers, terms_of):
@@ -231,9 +259,11 @@ def _index_all(root: str, wanted, index_file, started):
         return
     # Neighbouring files share folders: a batch opens each of its folders once (TreeReader).
     batches = [rels[i:i + FILES_PER_BATCH] for i in range(0, len(rels), FILES_PER_BATCH)]
-    with pool:
+    try:
         results = pool.map(_index_batch, [index_file] * len(batches), [root] * len(batches), batches)
         yield from _with_progress((found for batch in results for found in batch), len(wanted), started)
+    finally:  # also when the caller stops early (the chunk budget): batches not started are dropped
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 def _index_batch(index_file, root: str, rels) -> list:

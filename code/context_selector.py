@@ -37,7 +37,7 @@ import re
 import sys
 from array import array
 from collections import Counter
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import numpy as np
@@ -93,6 +93,7 @@ class Snippet:
     end_line: int
     score: float
     text: str
+    key: str = field(default="", repr=False, compare=False)  # the raw relative path: printable(path) is not one-to-one
 
 
 # --------------------------------------------------------------------------- the whole story
@@ -332,7 +333,7 @@ def _snippet(index: LexicalIndex, chunk: int, score: float, terms, read: dict) -
         start = _best_window(lines, start, end, set(terms))
         end = start + SNIPPET_MAX_LINES - 1
         start, end = whole_statements(rel, lines, first, start, end)  # never stop inside a statement
-    return Snippet(printable(rel), start, end, round(score, 4), "\n".join(lines[start - 1:end]))
+    return Snippet(printable(rel), start, end, round(score, 4), "\n".join(lines[start - 1:end]), rel)
 
 
 def _best_window(lines, start: int, end: int, terms: set) -> int:

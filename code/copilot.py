@@ -29,7 +29,6 @@ A structured answer (--structured) that still fails validation after one retry a
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import sys
 import time
@@ -111,7 +110,7 @@ def main(argv=None, complete=None) -> int:
         if complete is None:
             settings = config.load_settings(model=args.model, api_base=args.api_base, env_file=args.env_file)
             for problem in config.base_url_problems(settings.model, settings.api_base):
-                print(f"copilot: warning: {problem}", file=sys.stderr)
+                print(f"copilot: warning: {report.terminal_safe(problem)}", file=sys.stderr)
         result = run(args.question, root, settings=settings, complete=complete, max_steps=args.max_steps,
                      top_k=args.top_k, use_context=not args.no_context, structured=args.structured, edits=edits)
     except KeyboardInterrupt:
@@ -129,7 +128,7 @@ def main(argv=None, complete=None) -> int:
         if problem:  # the answer is still printed below
             print(f"copilot: {report.terminal_safe(problem)}", file=sys.stderr)
     if args.json:
-        print(json.dumps(result.to_json(), ensure_ascii=False))
+        print(cli.json_text(result.to_json()))
     else:
         report.print_report(result, trace=args.trace)
     return result.exit_code
@@ -272,8 +271,8 @@ def context_only(args, root: Path) -> int:
     snippets = context_selector.select_context(args.question, root, k=args.top_k, embed=embed, cache_dir=settings.cache_dir,
                                                exclude=context_selector.lab_data(root))
     if args.json:
-        print(json.dumps({"question": args.question, "repo": str(root),
-                          "context": [asdict(s) for s in snippets]}, ensure_ascii=False))
+        print(cli.json_text({"question": args.question, "repo": str(root),
+                             "context": [{k: v for k, v in asdict(s).items() if k != "key"} for s in snippets]}))
     elif snippets:
         print(report.terminal_safe(context_selector.render_snippets(snippets)))
     else:
@@ -284,7 +283,7 @@ def context_only(args, root: Path) -> int:
 def fail(message: str, args) -> int:
     print(f"copilot: {report.terminal_safe(message)}", file=sys.stderr)
     if args.json:
-        print(json.dumps({"error": message, "exit_code": 2}))
+        print(cli.json_text({"error": message, "exit_code": 2}))
     return 2
 
 

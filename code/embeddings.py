@@ -33,13 +33,16 @@ from pathlib import Path
 import numpy as np
 
 import context_index
+from cli import redact_urls
 from context_index import LexicalIndex, file_lines
+from litellm_guard import import_litellm, within_deadline
 from tools import TreeReader, printable
 
 EMBED_BATCH = 16                  # chunks per embedding request, saved as each one completes
 QUERY_TIMEOUT = 15                # seconds in all to embed the question: a dead server is found fast
 BATCH_TIMEOUT = 180               # seconds in all per batch (a busy CPU server may do 1 chunk a second)
 PROGRESS_EVERY = 10.0             # seconds between progress lines on stderr during a long job
+MAX_EMBED_CHUNKS = 3_000          # a bigger job (a provider's bill, an hour of a CPU server) needs EMBEDDING_MAX_CHUNKS
 TEXT_VERSION = 1                  # bump when chunk_text changes: every chunk is embedded again
 QUERY, DOCUMENT = "query", "document"
 
@@ -57,8 +60,9 @@ class LiteLLMEmbedder:
     """
 
     def __init__(self, model: str, api_base=None, api_key=None, *, query_prefix="", document_prefix="",
-                 input_types=()):
+                 input_types=(), max_chunks=MAX_EMBED_CHUNKS):
         self.model, self.api_base, self.api_key = model, api_base, api_key
+        self.max_chunks = max_chunks  # chunks one run embeds without being allowed more (EMBEDDING_MAX_CHUNKS)
         self.prefix = {QUERY: query_prefix, DOCUMENT: document_prefix}
         self.input_type = dict(zip((QUERY, DOCUMENT), input_types))
         # Where the model is served is not part of its name: localhost and 127.0.0.1 share vectors.
@@ -74,7 +78,8 @@ class LiteLLMEmbedder:
         return cls(settings.embedding_model, settings.embedding_api_base, settings.embedding_api_key,
                    query_prefix=getattr(settings, "embedding_query_prefix", ""),
                    document_prefix=getattr(settings, "embedding_document_prefix", ""),
-                   input_types=getattr(settings, "embedding_input_types", ()))
+                   input_types=getattr(settings, "embedding_input_types", ()),
+                   max_chunks=getattr(settings, "embedding_max_chunks", None) or MAX_EMBED_CHUNKS)
 
     def __call__(self, texts: list[str]) -> list[list[float]]:
         return self._embed(texts, DOCUMENT, BATCH_TIMEOUT)
@@ -83,18 +88,19 @@ class LiteLLMEmbedder:
         return self._embed(texts, QUERY, QUERY_TIMEOUT)
 
     def _embed(self, texts, kind: str, timeout: float) -> list[list[float]]:
-        import litellm  # lazy: importing LiteLLM takes seconds
-
-        litellm.suppress_debug_info = True  # its "Give Feedback" banner would land in our stdout
+        litellm = import_litellm()  # lazy: it takes seconds, and it reads no stray .env this way
         extra = {"input_type": self.input_type[kind]} if kind in self.input_type else {}
         # LiteLLM 1.110 retries an embedding DEFAULT_MAX_RETRIES times even with max_retries=0
         # (it reads `max_retries or DEFAULT_MAX_RETRIES`): share the time out between the attempts.
-        timeout /= 1 + max(int(getattr(litellm, "DEFAULT_MAX_RETRIES", 0) or 0), 0)
+        retries = max(int(getattr(litellm, "DEFAULT_MAX_RETRIES", 0) or 0), 0)
+        timeout /= 1 + retries
         vectors: list[list[float]] = []
         for i in range(0, len(texts), EMBED_BATCH):
             batch = [self.prefix[kind] + text for text in texts[i:i + EMBED_BATCH]]
-            response = litellm.embedding(model=self.model, input=batch, api_base=self.api_base, api_key=self.api_key,
-                                         timeout=timeout, max_retries=0, **extra)
+            # LiteLLM's timeout is per read: the deadline bounds the whole call, retries included
+            response = within_deadline(litellm.embedding, timeout * (1 + retries), model=self.model, input=batch,
+                                           api_base=self.api_base, api_key=self.api_key, timeout=timeout,
+                                           max_retries=0, **extra)
             items = sorted(response.data, key=lambda item: item["index"])  # plain dicts, not objects
             if len(items) != len(batch):
                 raise ValueError(f"{self.model} returned {len(items)} vectors for {len(batch)} texts")
@@ -151,6 +157,10 @@ def _unit_chunk_matrix(index: LexicalIndex, store: "VectorStore", embed) -> np.n
         return memo[2]
     keys = chunk_keys(index)
     missing = [c for c, key in enumerate(keys) if key not in store]
+    allowed = getattr(embed, "max_chunks", None) or MAX_EMBED_CHUNKS
+    if len(missing) > allowed:  # asked before the job, not discovered after it
+        raise EmbeddingFailed(f"{len(missing):,} chunks would be embedded, more than the {allowed:,} a run embeds "
+                              f"without asking; to allow it, put EMBEDDING_MAX_CHUNKS={len(missing)} in code/.env")
     if missing:
         _embed_chunks(index, store, embed, missing, keys)
         if not all(key in store for key in keys):  # check_model started the file again mid-run
@@ -207,7 +217,8 @@ def _call(fn, texts: list[str], embed, store: "VectorStore") -> np.ndarray:
         vectors = np.asarray(fn(texts), dtype=np.float32)
     except Exception as exc:  # whatever the provider raises (connection, timeout, HTTP status, bad JSON)
         detail = str(exc).strip().splitlines()[0][:200] if str(exc).strip() else ""
-        raise EmbeddingFailed(printable(f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__)) from None
+        said = f"{type(exc).__name__}: {detail}" if detail else type(exc).__name__
+        raise EmbeddingFailed(printable(redact_urls(said))) from None  # no ESC, no user:KEY@ from the server's words
     if vectors.ndim != 2 or len(vectors) != len(texts) or not vectors.shape[1] or not np.isfinite(vectors).all():
         raise EmbeddingFailed(f"the model returned {vectors.shape} numbers for {len(texts)} texts")
     store.check_model(getattr(embed, "reported_model", None), vectors.shape[1])

@@ -6,12 +6,15 @@ as one line.
     Usage                            model calls, tokens and dollars of one run
     describe_error(exc, settings)    one line for stderr: what went wrong and what to do
 
+    bounded_reply(message)           the reply made safe to run and to send back (counting applies it)
+
 Temporary failures are retried here, and only here (LiteLLM's own retries are switched off):
 a rate limit (429) or an overloaded provider (Anthropic's 529, any 503) up to RETRIES times,
 waiting what the provider's retry-after asks, within MAX_WAIT seconds; a malformed tool call
-(Groq's tool_use_failed, Gemini's MALFORMED_FUNCTION_CALL) up to TOOL_CALL_RETRIES times, at once.
-LiteLLM is imported on the first call (it takes seconds; --context-only never needs it).
-Imports config and agent_loop (for bounded_reply), never copilot.
+(Groq's tool_use_failed, Gemini's MALFORMED_FUNCTION_CALL) or a reply LiteLLM cannot read up to
+TOOL_CALL_RETRIES times, at once. LiteLLM is imported on the first call (it takes seconds;
+--context-only never needs it), through litellm_guard.import_litellm, and every call is bounded in
+wall-clock time by litellm_guard.within_deadline. Imports config, cli and litellm_guard, never copilot.
 """
 
 from __future__ import annotations
@@ -22,15 +25,18 @@ import sys
 import time
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
+from types import SimpleNamespace
 
 import config
 import local_server
 import text_calls
-from cli import NotDoneYet
+from cli import NotDoneYet, redact_urls, terminal_safe
+from litellm_guard import DeadlineExceeded, import_litellm, within_deadline
 
 MAX_ANSWER_TOKENS = 4_096       # per model call (Anthropic requires a value). Reasoning models, the default
                                 # gpt-oss among them, spend part of it thinking: a small cap returns empty replies
-REQUEST_TIMEOUT = 60            # seconds for one model call (a local server gets longer: request_timeout)
+REQUEST_TIMEOUT = 60            # seconds for one model call, in all (a server dripping bytes is cut off too);
+                                # a local server gets LOCAL_TIMEOUT_FACTOR times as long (request_timeout)
 RETRIES = 2                     # a rate limit or an overload: retried this often, then one clear line
 FIRST_WAIT = 4.0                # seconds before the first retry when the provider names no wait; doubles
 MAX_WAIT = 30.0                 # the longest single wait; a provider asking for more gets no retry
@@ -38,6 +44,15 @@ TOOL_CALL_RETRIES = 2           # Groq's tool_use_failed is often a one-off: ask
 
 # What each kind of failure is called in the one line (and in tests).
 RATE_LIMITED, OVERLOADED, TOOL_CALL_FAILED = "rate_limited", "overloaded", "tool_call_failed"
+UNREADABLE = "unreadable_reply"   # HTTP 200, but LiteLLM could not turn the reply into a message
+# How LiteLLM words a 200 reply it could not convert (it reports it as an HTTP 500), and why, in our words.
+UNREADABLE_MARKS = ("Invalid response object", "Received response - <APIResponse [200")
+UNREADABLE_WHY = (
+    (re.compile(r"maximum recursion depth", re.I), "its JSON is nested too deeply to decode"),
+    (re.compile(r"limit \(\d+ digits\)|integer string conversion", re.I), "it holds a number over 4,300 digits long"),
+    (re.compile(r"missing \d+ required positional argument: '(\w+)'"), "a tool call has no {0} member"),
+    (re.compile(r"Input should be a valid (\w+)"), "a field that must be a {0} is not, e.g. a tool name sent as a number"),
+)
 # Anthropic's 529 reaches us as a 500 and Gemini's "model is overloaded" 503 sometimes too: the words tell.
 OVERLOAD_WORDS = re.compile(r"\boverloaded", re.IGNORECASE)
 # LiteLLM's prefixes in front of the provider's words ("litellm.Timeout: OllamaException: ...").
@@ -56,9 +71,13 @@ class Usage:
     startup_seconds: float = 0.0    # importing LiteLLM on the first call: start-up, not the model
     finish_reason: str | None = None  # the last reply's: "stop", "length", "content_filter (SAFETY)"...
     recovered_calls: int = 0        # tool calls a local model wrote as text, recovered (text_calls.py)
+    scripted: bool = False          # a reply came from the lab's fake server (scripted), not a model
 
     def record(self, response) -> None:
+        from harness.fake_server import SCRIPTED_FINGERPRINT  # the fake server signs its replies
+
         self.finish_reason = finish_reason_of(response)
+        self.scripted |= getattr(response, "system_fingerprint", None) == SCRIPTED_FINGERPRINT
         usage = getattr(response, "usage", None)
         self.prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
         self.completion_tokens += getattr(usage, "completion_tokens", 0) or 0
@@ -100,6 +119,17 @@ def finish_reason_of(response) -> str | None:
     return said if isinstance(said, str) else None
 
 
+def request_timeout(settings) -> float:
+    """Seconds one model call may take in all: the settings' ``timeout`` if they carry one, else
+    REQUEST_TIMEOUT, or local_server.LOCAL_TIMEOUT_FACTOR times that for a model served on this
+    machine (a CPU model needs minutes to read a long prompt). The same number bounds LiteLLM's
+    per-read timeout and the wall clock."""
+    given = getattr(settings, "timeout", None)
+    if given:
+        return float(given)
+    return float(REQUEST_TIMEOUT * (local_server.LOCAL_TIMEOUT_FACTOR if local_server.is_local_model(settings) else 1))
+
+
 def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_base=None, sleep=None):
     """``complete(messages, tools)`` for agent_loop.run_agent, through LiteLLM.
 
@@ -111,37 +141,38 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
     """
     settings = settings or config.load_settings(model=model, api_base=api_base)
     usage = usage if usage is not None else Usage()
+    timeout = request_timeout(settings)
 
     def complete(messages, tool_schemas, tool_choice="auto", max_tokens=MAX_ANSWER_TOKENS):
         started = time.perf_counter()
-        import litellm  # lazy: importing LiteLLM takes seconds, and --context-only never needs it
-
+        litellm = import_litellm()  # lazy: it takes seconds, and --context-only never needs it
         asked = time.perf_counter()
         usage.startup_seconds += asked - started
 
-        litellm.suppress_debug_info = True
         # A forced tool (S3) that a model cannot honour: LiteLLM downgrades it to "auto" instead of
         # raising, and the structured answer is then validated from the plain reply.
         forced = {} if tool_choice == "auto" else {"drop_params": True}
         waits = tool_retries = 0
         while True:
             try:
-                response = litellm.completion(
+                response = within_deadline(
+                    litellm.completion, timeout,
                     model=settings.model, messages=wire_messages(settings, messages), tools=tool_schemas,
                     tool_choice=tool_choice,
                     max_tokens=max_tokens, api_base=settings.api_base, api_key=settings.api_key,
-                    timeout=request_timeout(settings), max_retries=0, **forced)
+                    timeout=timeout, max_retries=0, **forced)
                 if native_finish(response) == "MALFORMED_FUNCTION_CALL":
                     raise MalformedToolCall()  # handled below, like Groq's tool_use_failed
                 break
             except Exception as exc:
                 kind = failure_kind(exc)
-                if kind == TOOL_CALL_FAILED and tool_retries < TOOL_CALL_RETRIES:
+                if kind in (TOOL_CALL_FAILED, UNREADABLE) and tool_retries < TOOL_CALL_RETRIES:
                     tool_retries += 1
                     continue
                 wait = retry_wait(exc, waits) if kind in (RATE_LIMITED, OVERLOADED) else None
                 if wait is None or waits >= RETRIES:
-                    exc.copilot_retries = tool_retries if kind == TOOL_CALL_FAILED else waits
+                    exc.copilot_retries = tool_retries if kind in (TOOL_CALL_FAILED, UNREADABLE) else waits
+                    exc.copilot_timeout = timeout
                     raise
                 waits += 1
                 (sleep or pause)(wait)
@@ -165,23 +196,32 @@ def recover_written_calls(settings, usage: Usage, message, tool_schemas):
     return recovered
 
 
-def request_timeout(settings) -> float:
-    """Seconds one model call may take: REQUEST_TIMEOUT, or LOCAL_TIMEOUT_FACTOR times that for a
-    server on this machine (a CPU model needs minutes to read a long prompt; see local_server.py)."""
-    local = local_server.is_local_model(settings)
-    return REQUEST_TIMEOUT * local_server.LOCAL_TIMEOUT_FACTOR if local else REQUEST_TIMEOUT
-
-
 def wire_messages(settings, messages) -> list:
     """The messages as sent. A tool-calling turn without text has content None, which LiteLLM
     leaves out, and that is right for every hosted provider; but some local OpenAI-compatible
     servers (llama-cpp-python's, for one) answer HTTP 500 to a turn with no content key, so a
     local openai/ or hosted_vllm/ server gets "" there instead. The transcript is not changed."""
+    messages = [without_surrogates(m) for m in messages]  # one would fail the request's UTF-8 encoding
     prefix = settings.model.split("/", 1)[0] if "/" in settings.model else "openai"
     if not settings.api_base or prefix not in ("openai", "hosted_vllm"):
         return messages
     return [{**m, "content": ""} if isinstance(m, dict) and m.get("role") == "assistant" and m.get("content") is None
             else m for m in messages]
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
+
+
+def without_surrogates(value):
+    """``value`` (str, dict, list, nesting) with every lone surrogate as U+FFFD: JSON's "\\ud800"
+    decodes to one, and no UTF-8 encoder (a request body, a terminal) accepts it."""
+    if isinstance(value, str):
+        return _SURROGATE.sub("\ufffd", value) if _SURROGATE.search(value) else value
+    if isinstance(value, dict):
+        return {without_surrogates(k): without_surrogates(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return type(value)(without_surrogates(v) for v in value)
+    return value
 
 
 def pause(seconds: float) -> None:
@@ -201,18 +241,88 @@ def _cost_of(response) -> float | None:
 def counting(complete, usage: Usage):
     """Wrap ``complete`` so that every model call counts as a step, and every reply is bounded.
 
-    agent_loop.bounded_reply runs before the loop sees the reply: unique string ids, plain tool
-    names, at most MAX_CALLS_PER_TURN calls run per turn (the others are answered with an error).
+    bounded_reply runs before the loop sees the reply: unique string ids, plain tool names, no
+    lone surrogates, at most MAX_CALLS_PER_TURN calls run per turn (the others answered with an error).
     """
-
-    import agent_loop  # here, not at the top: the implementation (code/ or reference) is chosen by then
 
     def counted(messages, tool_schemas, **options):
         usage.steps += 1
         # options: tool_choice, for --structured
-        return agent_loop.bounded_reply(complete(messages, tool_schemas, **options))
+        return bounded_reply(complete(messages, tool_schemas, **options))
 
     return counted
+
+
+# Budgets per turn, so they hold in total and not only per tool: at most MAX_CALLS_PER_TURN calls
+# are run, and agent_loop.tool_result cuts each result at MAX_OBSERVATION_CHARS.
+MAX_CALLS_PER_TURN = 12
+MAX_ARGUMENT_CHARS = 20_000
+_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")   # what providers accept back as a tool name
+_CALL_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
+
+
+def bounded_reply(message):
+    """The model's message made safe to run and to send back; counting applies it.
+
+    Applied before parse_tool_calls and assistant_turn see the message, so both see the same
+    calls: ids become unique non-empty strings (a repeated id would answer two calls with one
+    result), a name that is not a short plain string becomes "invalid_tool_name", arguments
+    that are not a string are encoded, lone surrogates become U+FFFD (text and arguments), and a
+    call past MAX_CALLS_PER_TURN, or with arguments over MAX_ARGUMENT_CHARS, keeps its id but gets
+    arguments ``{"_not_run": "<why>"}``: check_arguments returns that text, so it is answered with
+    an error and never run.
+    """
+    from tools import NOT_RUN_KEY, TOOL_FUNCTIONS, shorten  # the implementation chosen by now (code/ or reference)
+
+    raws = list(getattr(message, "tool_calls", None) or [])
+    content = getattr(message, "content", None)
+    calls, seen = [], set()
+    for index, raw in enumerate(raws):
+        function = getattr(raw, "function", None)
+        call_id = getattr(raw, "id", None)
+        if not (isinstance(call_id, str) and _CALL_ID.fullmatch(call_id)) or call_id in seen:
+            call_id = f"call_{index}" if f"call_{index}" not in seen else f"call_{index}_{len(seen)}"
+        seen.add(call_id)
+        name, arguments = getattr(function, "name", None), getattr(function, "arguments", None)
+        why = None
+        if not (isinstance(name, str) and _TOOL_NAME.fullmatch(name)):
+            why = f"the tool name {shorten(name, 60)} is not a tool; the tools are {', '.join(TOOL_FUNCTIONS)}"
+            name = "invalid_tool_name"
+        if arguments is None:
+            arguments = ""
+        elif not isinstance(arguments, str):
+            try:
+                arguments = json.dumps(arguments)
+            except (TypeError, ValueError, RecursionError):
+                arguments = ""
+        if index >= MAX_CALLS_PER_TURN:
+            why = (f"not run: this turn asked for {len(raws)} tool calls and at most {MAX_CALLS_PER_TURN} "
+                   "are run per turn; ask again for the ones you still need")
+        elif len(arguments) > MAX_ARGUMENT_CHARS:
+            why = f"not run: the arguments were {len(arguments):,} characters; the limit is {MAX_ARGUMENT_CHARS:,}"
+        if why:
+            arguments = json.dumps({NOT_RUN_KEY: why})
+        calls.append(SimpleNamespace(id=call_id, type="function",
+                                     function=SimpleNamespace(name=name, arguments=_no_escaped_surrogates(arguments))))
+    text = without_surrogates(content) if isinstance(content, str) else None
+    return SimpleNamespace(content=text, tool_calls=calls or None)
+
+
+_ESCAPED_SURROGATE = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _no_escaped_surrogates(arguments: str) -> str:
+    """Arguments whose JSON decodes to no lone surrogate ("\\ud800" alone; a pair is an emoji and
+    stays): re-encoded with U+FFFD instead when it would, and left alone when it is not JSON."""
+    arguments = without_surrogates(arguments)
+    if not _ESCAPED_SURROGATE.search(arguments):
+        return arguments
+    try:
+        decoded = json.loads(arguments)
+        cleaned = without_surrogates(decoded)
+        return arguments if cleaned == decoded else json.dumps(cleaned, ensure_ascii=False)
+    except (ValueError, RecursionError):  # not JSON: parse_tool_calls reports it, nothing is run
+        return arguments
 
 
 # --------------------------------------------------------------------------- reading LiteLLM's errors
@@ -231,6 +341,8 @@ def failure_kind(exc: BaseException) -> str | None:
     text = str(exc)
     if error_body(exc).get("code") in ("tool_use_failed", "MALFORMED_FUNCTION_CALL"):
         return TOOL_CALL_FAILED
+    if any(mark in text for mark in UNREADABLE_MARKS):
+        return UNREADABLE
     if "ContextWindowExceededError" in names:
         return "context_window"
     if "AuthenticationError" in names or status == 401:
@@ -243,7 +355,7 @@ def failure_kind(exc: BaseException) -> str | None:
         return OVERLOADED
     if "NotFoundError" in names or status == 404:
         return "not_found"
-    if "Timeout" in names:
+    if "Timeout" in names or isinstance(exc, DeadlineExceeded):
         return "timeout"
     if status in (400, 422) or status is None and names & {"BadRequestError", "UnprocessableEntityError"}:
         return "rejected"
@@ -317,7 +429,13 @@ def describe_error(exc: BaseException, settings=None, suggest_check=True, offlin
 
     ``suggest_check=False`` leaves out the pointer to ``--check`` (for --check's own lines).
     ``offline``: what the calling program can do without a provider, said instead of copilot.py's
-    --context-only (evaluate.py and break_and_observe.py have no such flag)."""
+    --context-only (evaluate.py and break_and_observe.py have no such flag). The provider's words
+    in it are its own: control characters are escaped and URLs lose their user:password@ and keys.
+    """
+    return terminal_safe(redact_urls(_describe(exc, settings, suggest_check, offline)))
+
+
+def _describe(exc: BaseException, settings, suggest_check: bool, offline: str | None) -> str:
     if offline and isinstance(exc, config.ConfigError) and CONTEXT_ONLY_NOTE in str(exc):
         return str(exc).replace(CONTEXT_ONLY_NOTE, f"({offline})")
     if isinstance(exc, NotDoneYet):
@@ -337,6 +455,9 @@ def describe_error(exc: BaseException, settings=None, suggest_check=True, offlin
     if kind == TOOL_CALL_FAILED:
         body = error_body(exc)
         return tool_call_failed_line(model, body.get("failed_generation"), retried, body.get("code"))
+    if kind == UNREADABLE:
+        return (f"{model}'s reply could not be read (HTTP 200, but {unreadable_why(exc)}), {retried + 1} times in a row: "
+                "the server sent a malformed reply; try again, or choose another model or server")
     if kind == "context_window":
         return f"the conversation no longer fits in {model}'s context window: try --top-k 1 or a lower --max-steps"
     if kind == "authentication":
@@ -358,7 +479,8 @@ def describe_error(exc: BaseException, settings=None, suggest_check=True, offlin
         where = f" and the base URL {base}" if base else ""
         return f"the provider does not know the model {model} (HTTP 404): check COPILOT_MODEL{where}{check} ({said})"
     if kind == "timeout":
-        return f"{model} did not answer within {request_timeout(settings):g} s ({said})"
+        seconds = getattr(exc, "copilot_timeout", None) or REQUEST_TIMEOUT
+        return f"{model} did not answer within {seconds:g} s in all ({said})"
     if kind == "rejected":
         if "does not support tools" in said:
             others = " or ".join(m for m in ("ollama_chat/qwen3", "ollama_chat/llama3.1") if m != model)
@@ -370,6 +492,16 @@ def describe_error(exc: BaseException, settings=None, suggest_check=True, offlin
     if kind == "provider_failed":
         return f"the provider of {model} failed (HTTP {status or '?'}): {said}; try again later"
     return f"unexpected {type(exc).__name__}: {first_line(exc)} (set COPILOT_DEBUG=1 to see the traceback)"
+
+
+def unreadable_why(exc: BaseException) -> str:
+    """Why LiteLLM could not read a 200 reply, in a few words (never its traceback)."""
+    text = str(exc)
+    for pattern, words in UNREADABLE_WHY:
+        found = pattern.search(text)
+        if found:
+            return words.format(*(g for g in found.groups() if g) or ("",))
+    return "it does not have the shape of a chat completion"
 
 
 def tool_call_failed_line(model: str, failed_generation, retried: int, code="tool_use_failed") -> str:

@@ -3,7 +3,7 @@
 One line per finding, ``ok``, ``warn`` or ``FAIL``; exit code 0 when nothing failed, else 2.
 
     ok    model: groq/openai/gpt-oss-120b (default for GROQ_API_KEY, the first provider key found)
-    ok    key: GROQ_API_KEY = gsk_...9f2c (from code/.env)
+    ok    key: GROQ_API_KEY = ...9f2c, 56 characters (from code/.env)
     ok    base URL: the provider's own (COPILOT_API_BASE is not set)
     ok    answer: the model answered (0.8 s)
     ok    tool call: the model called list_directory when a tool call was required
@@ -24,6 +24,7 @@ import context_selector
 import llm
 import local_server
 import text_calls
+from cli import json_text, redact_urls, terminal_safe
 from tools import TOOL_SCHEMAS
 
 HELLO = [{"role": "user", "content": "Reply with the single word: ready"}]
@@ -33,8 +34,10 @@ NEEDS_TOOL = [{"role": "user", "content": "Call the list_directory tool with pat
 
 
 def mask(key: str) -> str:
-    """Enough of a key to recognise it, never enough to use it."""
-    return f"{key[:4]}...{key[-4:]}" if len(key) >= 16 else "*" * len(key)
+    """Enough of a key to recognise it, never enough to use it: its last characters only, at most
+    four and at most one in eight (a 16-character key shows 2), and its length."""
+    shown = min(4, len(key) // 8)
+    return f"...{key[-shown:]}, {len(key)} characters" if shown else f"***, {len(key)} characters"
 
 
 def source_of(name: str, environ=None, settings_file: str = "code/.env") -> str:
@@ -53,6 +56,7 @@ def check(model=None, api_base=None, env=None, out=None, sleep=None, env_file=No
     findings: list[dict] = []
 
     def say(level: str, text: str) -> None:
+        text = terminal_safe(redact_urls(text))  # a server's words and URLs: no ESC, no user:KEY@
         findings.append({"level": level, "text": text})
         if not json_output:
             print(f"{level:<5} {text}", file=out)
@@ -62,7 +66,7 @@ def check(model=None, api_base=None, env=None, out=None, sleep=None, env_file=No
     finally:
         code = 2 if any(f["level"] == "FAIL" for f in findings) else 0
         if json_output:
-            print(json.dumps({"ready": code == 0, "exit_code": code, "findings": findings}, ensure_ascii=False), file=out)
+            print(json_text({"ready": code == 0, "exit_code": code, "findings": findings}), file=out)
     return code
 
 
@@ -91,7 +95,7 @@ def _check(say, model, api_base, env, sleep, env_file) -> None:
     probe = {"max_tokens": LOCAL_PROBE_TOKENS} if local else {}  # a runaway reply ends in seconds, not minutes
     usage = llm.Usage()
     complete = llm.make_complete(settings, usage, sleep=sleep)
-    import litellm  # noqa: F401  (imported now, so the time below is the model's, not the import's)
+    llm.import_litellm()  # now, so the time below is the model's, not the import's
 
     started = time.perf_counter()
     try:

@@ -72,22 +72,26 @@ def shorten(value, limit: int = MAX_ECHO_CHARS) -> str:
 
 # --------------------------------------------------------------------------- visibility rules
 
-_BACKUP_SUFFIXES = (".bak", ".orig", ".old", ".save", ".swp", ".swo", ".tmp")
+# What editors, file managers and people add to a name: stripped (repeatedly) before judging it.
+_DECORATION = re.compile(r"(?:\.(?:bak|orig|old|save|swp|swo|tmp|backup|copy|sav|prev|\d+)|~| copy(?: \d+)?| \(\d+\))$")
+KEY_PREFIXES = tuple(sorted(KEY_FILE_NAMES))    # id_rsa_work, id_ed25519-github: keys too (not .pub)
 
 
 def _canonical_name(part: str) -> str:
-    """The name as a filesystem might treat it, without the decorations editors add."""
+    """The name as a filesystem might treat it, without the decorations editors add, stripped
+    until the name stops changing (id_rsa~.bak, .env~.orig, "id_rsa copy", "id_rsa (1)")."""
     name = unicodedata.normalize("NFKC", part).casefold()
     name = name.split(":", 1)[0]   # Windows: ".env::$DATA" is a stream of .env
-    name = name.rstrip(" .")       # Windows: ".env. " opens .env
-    name = name.strip("#~")        # .env~, #.env#
-    if name.startswith(".#"):      # Emacs lock files: .#.env
-        name = name[2:]
-    for suffix in _BACKUP_SUFFIXES:
-        if name.endswith(suffix) and len(name) > len(suffix):
-            name = name[: -len(suffix)]
-            break
-    return name
+    while True:
+        before = name
+        name = name.rstrip(" .")   # Windows: ".env. " opens .env
+        name = name.strip("#~")    # .env~, #.env#
+        if name.startswith(".#"):  # Emacs lock files: .#.env
+            name = name[2:]
+        stripped = _DECORATION.sub("", name)
+        name = stripped if stripped.strip(" .#~") else name  # ".bak" alone stays a name
+        if name == before:
+            return name
 
 
 @lru_cache(maxsize=4096)  # a walk asks about the same folder names for every file below them
@@ -98,6 +102,7 @@ def excluded_name(part: str) -> bool:
         name in EXCLUDED_DIRS
         or name in SECRET_FILE_NAMES
         or name in KEY_FILE_NAMES
+        or name.startswith(KEY_PREFIXES) and not name.endswith(".pub")
         or name.startswith(SECRET_PREFIXES)
         or name.endswith(SECRET_SUFFIXES)
     )
@@ -132,12 +137,13 @@ def display_path(repo_root, resolved: Path) -> str:
     return printable(rel)
 
 
-_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u2028\u2029\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
 def printable(text: str) -> str:
     """A file name made safe to show: undecodable bytes replaced (so it can be sent as JSON) and
-    control characters written as escapes (a newline in a name cannot fake a line of output)."""
+    control characters written as escapes (a newline in a name cannot fake a line of output), bidi
+    overrides too (they make what you read differ from what is there: an edit's diff, a name)."""
     try:
         raw = text.encode("utf-8", "surrogateescape")
     except UnicodeEncodeError:  # a lone surrogate from JSON ("\\ud800"), which no file name holds
@@ -222,6 +228,10 @@ def _is_junction(entry) -> bool:
 _NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
 _DIRECTORY = getattr(os, "O_DIRECTORY", 0)
 _READ_FLAGS = os.O_RDONLY | getattr(os, "O_BINARY", 0) | getattr(os, "O_CLOEXEC", 0) | getattr(os, "O_NONBLOCK", 0)
+# A folder passed through on the way down is only looked up in, never listed: Linux's O_PATH opens
+# it with search permission alone, so a traverse-only folder (mode 0711) above the root does not
+# stop the openers. Elsewhere it is opened for reading, as before.
+_PASS_FLAGS = (getattr(os, "O_PATH", 0) | getattr(os, "O_CLOEXEC", 0)) if hasattr(os, "O_PATH") else _READ_FLAGS
 # openat() one component at a time where the OS offers it (Linux, macOS, BSDs); elsewhere
 # (Windows) open by path and then check the opened file is the one the path names now.
 USE_DIR_FD = bool(_NOFOLLOW and _DIRECTORY) and os.open in os.supports_dir_fd and os.stat in os.supports_dir_fd
@@ -277,13 +287,14 @@ def _check_opened(fd: int, shown: str, want_dir: bool) -> None:
                         "which can be a secret under another name")
 
 
-def _open_fd(root, parts: tuple[str, ...], want_dir: bool, judge: bool = True) -> int:
+def _open_fd(root, parts: tuple[str, ...], want_dir: bool, judge: bool = True, shown: str | None = None) -> int:
     """An open descriptor for root/parts, following no symlink below the root; raises ToolError.
 
-    ``judge=False`` skips the visibility rules (the caller judged the path already).
+    ``judge=False`` skips the visibility rules (the caller judged the path already); ``shown`` is
+    how errors name the path (default: parts joined).
     """
     with TreeReader(root, judge=judge) as tree:
-        return tree.open_fd(parts, want_dir)
+        return tree.open_fd(parts, want_dir, shown)
 
 
 class TreeReader:
@@ -319,9 +330,9 @@ class TreeReader:
             raise ToolError("'.' is a directory; use list_directory to see what is inside")
         return os.fdopen(self.open_fd(parts, want_dir=False), "rb")
 
-    def open_fd(self, parts: tuple[str, ...], want_dir: bool) -> int:
+    def open_fd(self, parts: tuple[str, ...], want_dir: bool, shown: str | None = None) -> int:
         """A new descriptor (the caller closes it) for the file or folder root/parts."""
-        shown = printable("/".join(parts)) or "."
+        shown = shown or printable("/".join(parts)) or "."
         if self.judge and is_excluded(parts):
             raise ToolError(_excluded_message(repr(shown)))
         if not USE_DIR_FD:
@@ -354,12 +365,12 @@ class TreeReader:
         while have and parts[:have] not in self._folders:  # the longest kept prefix
             have -= 1
         if parts[:have] not in self._folders:
-            self._keep((), os.open(self.root, _READ_FLAGS | _DIRECTORY))
+            self._keep((), os.open(self.root, _PASS_FLAGS | _DIRECTORY))
         self._folders.move_to_end(parts[:have])
         fd, temporary = self._folders[parts[:have]], False
         for depth in range(have, len(parts)):
             try:
-                child = self._open_child(fd, parts[depth], shown, want_dir=True)
+                child = self._open_child(fd, parts[depth], shown, want_dir=True, passing=True)
             finally:
                 if temporary:
                     os.close(fd)
@@ -373,8 +384,10 @@ class TreeReader:
             os.close(self._folders.popitem(last=False)[1])
         return fd
 
-    def _open_child(self, fd: int, name: str, shown: str, want_dir: bool, last: bool = False) -> int:
-        """Open one entry of the folder ``fd`` without following it; raises OSError or ToolError."""
+    def _open_child(self, fd: int, name: str, shown: str, want_dir: bool, last: bool = False,
+                    passing: bool = False) -> int:
+        """Open one entry of the folder ``fd`` without following it; raises OSError or ToolError.
+        ``passing``: a folder on the way down, opened for lookups only (_PASS_FLAGS)."""
         # Look before opening, without following: a device is never even opened.
         st = os.stat(name, dir_fd=fd, follow_symlinks=False)
         if stat.S_ISLNK(st.st_mode):
@@ -385,7 +398,7 @@ class TreeReader:
             raise OSError(errno.ENOTDIR, "not a directory")
         if not want_dir:
             return os.open(name, _READ_FLAGS | _NOFOLLOW, dir_fd=fd)
-        child = os.open(name, _READ_FLAGS | _NOFOLLOW | _DIRECTORY, dir_fd=fd)
+        child = os.open(name, (_PASS_FLAGS if passing else _READ_FLAGS) | _NOFOLLOW | _DIRECTORY, dir_fd=fd)
         if self.judge and any(_exists_at(marker, child) for marker in VIRTUALENV_MARKERS):
             os.close(child)
             raise ToolError(_excluded_message(repr(shown)))
@@ -489,18 +502,36 @@ def open_resolved(resolved, write_dir: bool = False):
     """Open a path safe_resolve returned, following no symlink at any component; raises ToolError.
 
     For callers that hold a resolved absolute path rather than (root, relative) — the edit tool.
+    Inside ``with rooted(repo_root):`` a path below that root is opened from the root, as the walk
+    opens it (folders above the root are never opened one by one: one may be traverse-only);
+    elsewhere from the filesystem's anchor.
     No visibility rules here (judge those with resolve_visible first); the same file-kind and
     hard-link policy as open_in_root. ``write_dir=True`` returns a descriptor of the file's
     folder instead (-1 where the OS has no openat), for writing a temp file beside it.
     """
     path = Path(resolved)
-    anchor = Path(path.anchor)
+    root = _ROOT.get()
+    anchor = root if root is not None and path != root and path.is_relative_to(root) else Path(path.anchor)
     parts = path.relative_to(anchor).parts
     if not parts:
-        raise ToolError(f"{shorten(str(path))} is not a file")
+        raise ToolError("that path is not a file")
+    shown = printable(parts[-1])  # errors name the file, never the absolute path (the model reads them)
     if write_dir:
-        return _open_fd(anchor, parts[:-1], want_dir=True, judge=False)
-    return os.fdopen(_open_fd(anchor, parts, want_dir=False, judge=False), "rb")
+        return _open_fd(anchor, parts[:-1], want_dir=True, judge=False, shown=shown)
+    return os.fdopen(_open_fd(anchor, parts, want_dir=False, judge=False, shown=shown), "rb")
+
+
+_ROOT: contextvars.ContextVar[Path | None] = contextvars.ContextVar("tools_root", default=None)
+
+
+@contextmanager
+def rooted(repo_root):
+    """``with rooted(repo_root):`` open_resolved opens paths below ``repo_root`` from it."""
+    token = _ROOT.set(Path(repo_root).resolve())
+    try:
+        yield
+    finally:
+        _ROOT.reset(token)
 
 
 class _OpenDirectory:
@@ -574,6 +605,27 @@ def split_lines(text: str) -> list[str]:
     if lines[-1] == "":
         lines.pop()
     return [line[:-1] if line.endswith("\r") else line for line in lines]
+
+
+def matching_lines(data: bytes, needle: str):
+    """Yield (line number, line) for each line of ``data`` containing ``needle`` (already lowered),
+    lines numbered as split_lines numbers them. An ASCII needle is found in the raw bytes, lowered
+    once (bytes.lower changes ASCII only, so positions hold): only matching lines are decoded."""
+    if not needle.isascii():
+        for number, line in enumerate(split_lines(data.decode("utf-8", "replace")), 1):
+            if needle in line.lower():
+                yield number, line
+        return
+    wanted, low = needle.encode(), data.lower()
+    number, counted, at = 1, 0, low.find(wanted)
+    while at >= 0:
+        number += data.count(b"\n", counted, at)
+        counted = at
+        start, end = data.rfind(b"\n", 0, at) + 1, data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        line = data[start:end].decode("utf-8", "replace")
+        yield number, line[:-1] if line.endswith("\r") else line
+        at = low.find(wanted, end)
 
 
 def _is_binary(prefix: bytes) -> bool:

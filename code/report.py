@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 import stat
 import sys
 import time
@@ -24,21 +23,10 @@ from pathlib import Path
 import agent_loop
 import llm
 import stretch
+from cli import json_text, terminal_safe  # report.terminal_safe: the one filter for printed text
 
 TRACE_OBSERVATION_CHARS = 240   # --trace shortens each observation to this
 TRACE_NOT_DONE = "--trace is stretch milestone S1: implement stretch.trace_steps; see PROJECT.md"
-
-# ESC, BEL, CSI and friends: from a file name, a file's contents or the model's text they would
-# drive the terminal (colours, the window title, the clipboard through OSC 52, clearing the
-# screen). Newline and tab stay; bidi overrides are escaped too (they reorder what you read).
-_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u200e\u200f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
-
-
-def terminal_safe(text) -> str:
-    """``text`` with every control character written as a visible escape (ESC becomes \\x1b)."""
-    return _UNSAFE.sub(lambda m: f"\\x{ord(m.group()):02x}" if ord(m.group()) < 0x100
-                       else f"\\u{ord(m.group()):04x}", str(text))
-
 
 class SafeOutput:
     """A text stream that passes everything written through terminal_safe."""
@@ -110,7 +98,7 @@ def tool_calls_of(messages) -> list[dict]:
     """Every tool call in the transcript: step, name, arguments (as sent), and whether it errored.
 
     Results are paired with calls by id, in order, each result used once: a repeated id (which
-    llm.counting's bounded_reply prevents, but a transcript may come from elsewhere) still pairs
+    llm.bounded_reply prevents, but a transcript may come from elsewhere) still pairs
     each call with its own result.
     """
     results: dict = {}
@@ -224,7 +212,7 @@ def save_transcript(result: Result, path) -> str | None:
     answer): a missing folder, a directory, a symlink (never followed: it may have been planted
     to make the copilot overwrite another file) or a file with several hard links.
     """
-    data = json.dumps({**result.to_json(), "messages": result.messages}, indent=1, ensure_ascii=False)
+    data = json_text({**result.to_json(), "messages": result.messages}, indent=1)
     shown = repr(str(path))[:200]
     target = Path(path)
     flags = (os.O_WRONLY | os.O_CREAT | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_CLOEXEC", 0)
@@ -249,18 +237,20 @@ def save_transcript(result: Result, path) -> str | None:
 
 
 def save_last_run(result: Result, cache_dir) -> None:
-    """Record that the copilot finished a run with a real model, for the test board's M5 (harness/
-    progress.py): which implementation ran, from which checkout. Never fails the run."""
-    from harness.progress import LAST_RUN_FILE
+    """Record that the copilot finished a run through a provider, for the test board's M5 (harness/
+    progress.py): which implementation ran, from which checkout (the file is named after it, so
+    clones never share a record), and whether the replies were the lab's fake server's (scripted).
+    Never fails the run."""
+    from harness.progress import record_name
 
     where = Path(agent_loop.__file__).resolve().parent
     code_dir = Path(__file__).resolve().parent
     record = {"implementation": "code" if where == code_dir else "reference", "code_dir": str(code_dir),
-              "model": result.model, "termination": result.termination, "steps": result.usage.steps,
-              "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+              "model": result.model, "scripted": result.usage.scripted, "termination": result.termination,
+              "steps": result.usage.steps, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
     try:
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        (Path(cache_dir) / LAST_RUN_FILE).write_text(json.dumps(record, indent=1), encoding="utf-8")
+        (Path(cache_dir) / record_name(code_dir)).write_text(json.dumps(record, indent=1), encoding="utf-8")
     except OSError:
         pass  # a read-only cache folder: the board keeps showing M5 as pending, nothing breaks
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import os
+import re
 import secrets
 import stat
 import sys
@@ -35,8 +36,10 @@ from citations import CITATION  # plain_answer_arguments reads path:line citatio
 # costs output tokens in proportion to the file and hides unintended changes inside the copy.
 
 MAX_EDIT_BYTES = 1_000_000          # larger files are refused: an edit tool is not a data tool
-TEST_DIRS = frozenset({"tests"})
-TEST_FILE_NAMES = frozenset({"conftest.py"})
+TEST_DIRS = frozenset({"tests", "test", "testing", "__tests__", "spec", "specs"})
+TEST_FILE_NAMES = frozenset({"conftest.py", "tests.py", "test.py", "pytest.ini", "tox.ini", "noxfile.py"})
+# Test files by their name in the common languages: test_x.py, x_test.py, x_test.go, x.test.js, x.spec.ts ...
+TEST_FILE = re.compile(r"test_.+\.py|.+_(?:test|spec)\.(?:py|go|rb|exs?)|.+\.(?:test|spec)\.[a-z0-9]+")
 TEST_REFUSAL = "the tests are the specification - change the source instead"
 
 EDIT_FILE_SCHEMA = {
@@ -85,7 +88,7 @@ def is_test_path(parts) -> bool:
     return (
         any(part in TEST_DIRS for part in names[:-1])
         or name in TEST_FILE_NAMES
-        or (name.endswith(".py") and (name.startswith("test_") or name.endswith("_test.py")))
+        or TEST_FILE.fullmatch(name) is not None
     )
 
 
@@ -142,7 +145,13 @@ class EditPolicy:
 def edit_file_tool(args, repo_root, policy: EditPolicy, plan_edit) -> str:
     """The edit_file tool: check the edit with ``plan_edit`` (stretch.plan_edit, S2), then show it
     (dry run) or write it once the user has confirmed. Refusals come back as "Error: ..." text the
-    model reads, never as an exception; every call is recorded in ``policy.log``."""
+    model reads, never as an exception; every call is recorded in ``policy.log``. Files are opened
+    from ``repo_root`` down (tools.rooted), never from the filesystem's root."""
+    with tools.rooted(repo_root):
+        return _edit_file(args, repo_root, policy, plan_edit)
+
+
+def _edit_file(args, repo_root, policy: EditPolicy, plan_edit) -> str:
     problem = _edit_arguments_problem(args)
     if problem:
         return f"Error: {problem}"

@@ -17,6 +17,7 @@ every path component. Those names are re-exported here, so ``tools.is_excluded``
 from __future__ import annotations
 
 import os
+import time
 from pathlib import Path
 
 # Reading an untrusted repository (provided; see repo_files.py). Re-exported: tools.<name> works.
@@ -24,8 +25,8 @@ from repo_files import (  # noqa: F401
     BINARY_SNIFF_BYTES, EXCLUDED_DIRS, KEY_FILE_NAMES, MAX_ECHO_CHARS, MAX_LINE_CHARS, MAX_SCAN_BYTES,
     MAX_WALK_DEPTH, MAX_WALK_DIRS, MAX_WALK_FILES, SECRET_FILE_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
     VIRTUALENV_MARKERS, ToolError, TreeReader, count_lines, current_record, display_path, excluded_name,
-    is_excluded, is_virtualenv, iter_repo_files, open_in_root, open_resolved, printable,
-    read_text_in_root, recording, relative_parts, shorten, split_lines,
+    is_excluded, is_virtualenv, iter_repo_files, matching_lines, open_in_root, open_resolved, printable,
+    read_text_in_root, recording, relative_parts, rooted, shorten, split_lines,
     _OpenDirectory, _excluded_message, _inside_virtualenv, _is_binary, _is_junction, _lexists_in,
     _encodable, _read_window, _record,
 )
@@ -134,7 +135,7 @@ def read_file(repo_root, path, start_line=1, end_line=None) -> str:
         kept += 1
     shown_lines = shown_lines[:kept]
     last = start + len(shown_lines) - 1
-    _record(shown, start, last)
+    _record("/".join(relative_parts(repo_root, target)), start, last)  # raw names: printable is not one-to-one
     counted = f"{total} lines total" if complete else f"more than {total:,} lines; counted up to {MAX_SCAN_BYTES:,} bytes"
     header = f"[File: {shown} ({counted}) - showing lines {start}-{last}]"
     body = "\n".join(f"{start + i:>5}| {line}" for i, line in enumerate(shown_lines))
@@ -190,6 +191,8 @@ def list_directory(repo_root, path=".") -> str:
 
 
 MAX_SEARCH_TOTAL_BYTES = 256 * 1024 * 1024  # one search reads at most this much in all
+MAX_SEARCH_MATCHES = 1_000      # matching lines counted; past this the count says "more than"
+MAX_SEARCH_SECONDS = 10.0       # one search stops after this long, with a note (a huge tree, a common query)
 
 
 def search_code(repo_root, query) -> str:
@@ -197,7 +200,8 @@ def search_code(repo_root, query) -> str:
 
     Returns ``path:line: text`` lines, sorted by path then line, at most MAX_SEARCH_HITS.
     Skips excluded paths, symlinks, hard-linked, special and binary files and files over
-    MAX_SEARCH_FILE_BYTES; reads at most MAX_SEARCH_TOTAL_BYTES in all.
+    MAX_SEARCH_FILE_BYTES; stops, with a note, after MAX_SEARCH_TOTAL_BYTES read, MAX_SEARCH_MATCHES
+    matching lines or MAX_SEARCH_SECONDS, whichever comes first.
     """
     if not isinstance(query, str) or not query.strip():
         raise ToolError("query must be a non-empty string, for example a function or class name")
@@ -212,11 +216,15 @@ def search_code(repo_root, query) -> str:
     hits: list[str] = []
     notes: list[str] = []
     total, budget = 0, MAX_SEARCH_TOTAL_BYTES
+    give_up = time.monotonic() + MAX_SEARCH_SECONDS
+    narrow = "search for a more specific identifier, or list_directory and read the likely files"
     with TreeReader(repo_root) as tree:  # opens like open_in_root, each folder once
         for _, rel in iter_repo_files(repo_root):
-            if budget <= 0:
-                notes.append(f"[search stopped after reading {MAX_SEARCH_TOTAL_BYTES:,} bytes; "
-                            "list_directory and search a sub-folder's files by a more specific name]")
+            if budget <= 0 or total >= MAX_SEARCH_MATCHES or time.monotonic() > give_up:
+                why = (f"reading {MAX_SEARCH_TOTAL_BYTES:,} bytes" if budget <= 0 else
+                       f"{MAX_SEARCH_MATCHES:,} matching lines" if total >= MAX_SEARCH_MATCHES else
+                       f"{MAX_SEARCH_SECONDS:g} s")
+                notes.append(f"[search stopped after {why}, before the end of the repository; {narrow}]")
                 break
             try:
                 with tree.open(rel) as fh:
@@ -226,25 +234,30 @@ def search_code(repo_root, query) -> str:
             budget -= len(data)
             if len(data) > MAX_SEARCH_FILE_BYTES:
                 continue
-            # Fast reject on the raw bytes before any decoding (most files do not match).
+            # Fast reject before looking at lines (most files do not match): on the raw bytes for
+            # an ASCII query, else on the decoded text, lowered once.
             if ascii_query and needle_bytes not in data.lower():
                 continue
             if _is_binary(data[:BINARY_SNIFF_BYTES]):
                 continue
-            for number, line in enumerate(split_lines(data.decode("utf-8", "replace")), 1):
-                if needle in line.lower():
-                    total += 1
-                    if len(hits) < MAX_SEARCH_HITS:
-                        text = line.strip()
-                        if len(text) > MAX_HIT_CHARS:
-                            text = text[:MAX_HIT_CHARS] + " [...]"
-                        hits.append(f"{printable(rel)}:{number}: {text}")
-                        _record(printable(rel), number, number)
+            if not ascii_query and needle not in data.decode("utf-8", "replace").lower():
+                continue
+            for number, line in matching_lines(data, needle):
+                total += 1
+                if len(hits) < MAX_SEARCH_HITS:
+                    line_text = line.strip()
+                    if len(line_text) > MAX_HIT_CHARS:
+                        line_text = line_text[:MAX_HIT_CHARS] + " [...]"
+                    hits.append(f"{printable(rel)}:{number}: {line_text}")
+                    _record(rel, number, number)
+                if total >= MAX_SEARCH_MATCHES or total % 256 == 0 and time.monotonic() > give_up:
+                    break
     if not hits:
         return "\n".join([f"No matches for {query!r}. Try a shorter or different identifier, or list_directory.", *notes])
     if total > len(hits):
+        counted = f"more than {total:,}" if notes else f"{total:,}"
         notes.insert(0,
-            f"[showing the first {len(hits)} of {total} matches; search for a more specific "
+            f"[showing the first {len(hits)} of {counted} matches; search for a more specific "
             "identifier (a full function or class name) to narrow it]"
         )
     return "\n".join(hits + notes)
@@ -345,7 +358,7 @@ TOOL_FUNCTIONS = {
 
 _JSON_TYPES = {"string": str, "integer": int, "object": dict, "array": list, "boolean": bool}
 
-# agent_loop.bounded_reply puts this key in the arguments of a call it will not run (too many
+# llm.bounded_reply puts this key in the arguments of a call it will not run (too many
 # calls in one turn, arguments too long): check_arguments then returns its text as the problem.
 NOT_RUN_KEY = "_not_run"
 
@@ -385,9 +398,12 @@ def dispatch_tool(name, args, repo_root) -> str:
         args       the parsed arguments (untrusted: may not even be a dict).
         repo_root  bound by the application; never read from ``args``.
         returns    the tool's text, or a string starting with "Error:" that says what to do
-                   instead, for: an unknown tool, arguments that are not an object, missing,
-                   unexpected or wrongly typed arguments (``check_arguments`` finds these), a
-                   sandbox ValueError, a ToolError, and any other exception inside a tool.
+                   instead, for: an unknown tool (only the names in TOOL_FUNCTIONS are tools;
+                   no other function of this module may be reached), arguments that are not an
+                   object, missing, unexpected or wrongly typed arguments, and a call the
+                   completion wrapper refused to run (``check_arguments`` finds all of these and
+                   says which arguments the tool takes, or why the call was not run), a sandbox
+                   ValueError, a ToolError, and any other exception inside a tool.
 
     Hint: check the name is a str, look it up in TOOL_FUNCTIONS, validate, then call ``fn(repo_root, **args)``
     inside try/except. See lesson/lesson.agent.md, "Section 3: Technical Explanation".

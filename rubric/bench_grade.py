@@ -3,6 +3,7 @@
     python rubric/bench_grade.py              20 submissions, full grading (goal: < 20 s each)
     python rubric/bench_grade.py --count 5 --quick
     python rubric/bench_grade.py --jobs 1     one learner at a time (grade.py's default: one per CPU)
+    python rubric/bench_grade.py --compare    the same class in the sandbox, then with --no-sandbox
 
 Builds the class in a temporary folder from this lab (stubs, the reference with template or filled
 documents, planted mistakes from rubric/checks/mutants.py, a mismatching evidence block), runs
@@ -14,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import itertools
+import json
 import os
 import subprocess
 import sys
@@ -55,32 +57,53 @@ def _children_cpu() -> float:
     return usage.ru_utime + usage.ru_stime
 
 
+def grade_class(subs: Path, tmp: Path, args, extra: list) -> tuple[str, int]:
+    """One folder-mode run of grade.py over ``subs``: (summary line, exit code)."""
+    out = tmp / ("out-" + "-".join(x.strip("-") for x in extra) if extra else "out-sandbox")
+    command = [sys.executable, str(RUBRIC / "grade.py"), str(subs), "--csv", str(out / "grades.csv"),
+               "--out", str(out / "reports")] + (["--quick"] if args.quick else []) + (
+               ["--jobs", str(args.jobs)] if args.jobs else []) + extra
+    out.mkdir(parents=True, exist_ok=True)
+    before = load()
+    started, cpu_before = time.monotonic(), _children_cpu()
+    proc = subprocess.run(command, capture_output=True, text=True)
+    seconds, cpu = time.monotonic() - started, _children_cpu() - cpu_before
+    print(proc.stderr.strip())
+    rows = (out / "grades.csv").read_text().count("\n") - 1 if (out / "grades.csv").exists() else 0
+    mode = " ".join(extra) or "sandbox (default)"
+    # learner commands' CPU as their cgroups counted it (a sandbox's processes are not all waited for
+    # by grade.py, so RUSAGE_CHILDREN misses some); grade.py's own CPU is in ``cpu``
+    counted = [json.loads(p.read_text()).get("learner_cpu_seconds") for p in (out / "reports").glob("*.json")]
+    learners_cpu = sum(c for c in counted if c)
+    return (f"{mode}: {rows} of {args.count} submissions graded{' (--quick)' if args.quick else ''} in {seconds:.0f} s: "
+            f"{seconds / max(args.count, 1):.1f} s per submission on {os.cpu_count()} CPUs, "
+            f"{args.jobs or os.cpu_count()} at once (load average before {before}, after {load()}); "
+            f"CPU time: grade.py and the children it waited for {cpu:.0f} s; learner commands (cgroup) "
+            f"{learners_cpu:.0f} s, {learners_cpu / max(args.count, 1):.1f} s per submission"), \
+        proc.returncode
+
+
 def main() -> int:
     p = argparse.ArgumentParser(prog="bench_grade.py")
     p.add_argument("--count", type=int, default=20)
     p.add_argument("--quick", action="store_true", help="pass --quick to grade.py (M1-M4 tests only)")
     p.add_argument("--jobs", type=int, help="pass --jobs to grade.py (default: grade.py's, one per CPU)")
+    p.add_argument("--no-sandbox", action="store_true", help="pass --no-sandbox to grade.py")
+    p.add_argument("--compare", action="store_true", help="grade the class in the sandbox, then with --no-sandbox")
     args = p.parse_args()
     with tempfile.TemporaryDirectory(prefix="bench-grade-") as tmp:
         subs = Path(tmp) / "class"
         for i, (kind, options) in zip(range(args.count), itertools.cycle(kinds())):
             safe = "".join(c if c.isalnum() else "-" for c in kind)
             synthetic.make(subs / f"{i:02d}-{safe}", **options)
-        command = [sys.executable, str(RUBRIC / "grade.py"), str(subs), "--csv", str(Path(tmp) / "grades.csv"),
-                   "--out", str(Path(tmp) / "reports")] + (["--quick"] if args.quick else []) + (
-                   ["--jobs", str(args.jobs)] if args.jobs else [])
-        before = load()
-        started, cpu_before = time.monotonic(), _children_cpu()
-        proc = subprocess.run(command, capture_output=True, text=True)
-        seconds, cpu = time.monotonic() - started, _children_cpu() - cpu_before
-        print(proc.stderr.strip())
-        rows = (Path(tmp) / "grades.csv").read_text().count("\n") - 1 if (Path(tmp) / "grades.csv").exists() else 0
-    print(f"\n{rows} of {args.count} submissions graded{' (--quick)' if args.quick else ''} in {seconds:.0f} s: "
-          f"{seconds / max(args.count, 1):.1f} s per submission on {os.cpu_count()} CPUs, "
-          f"{args.jobs or os.cpu_count()} at once "
-          f"(load average before {before}, after {load()}); CPU time (user + system, all processes) "
-          f"{cpu / max(args.count, 1):.1f} s per submission")
-    return proc.returncode
+        modes = [[], ["--no-sandbox"]] if args.compare else [["--no-sandbox"] if args.no_sandbox else []]
+        lines, code = [], 0
+        for extra in modes:
+            line, rc = grade_class(subs, Path(tmp), args, extra)
+            lines.append(line)
+            code = code or rc
+    print("\n" + "\n".join(lines))
+    return code
 
 
 if __name__ == "__main__":

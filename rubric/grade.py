@@ -6,7 +6,9 @@
     python rubric/grade.py SUBMISSIONS_DIR --csv grades.csv --jobs 1   one at a time (default: one per CPU)
 
 Never modifies a submission (it grades a copy), needs no key and no network, and runs learner
-code only in child processes with a timeout and a memory ceiling. It runs the lab's own tests
+code only in a sandbox (bubblewrap on Linux by default; --sandbox docker; see "The sandbox" in
+rubric/rubric.md), with a timeout and memory and process ceilings; without one it refuses to run
+learner code unless --no-sandbox is given. It runs the lab's own tests
 (pristine, from this repository) on the learner's functions, an instructor sandbox battery,
 break_and_observe.py and evaluate.py, then reads UNDERSTANDING.md and FAILURE_ANALYSIS.md.
 Levels are suggestions with their reasons; the instructor decides (see rubric/rubric.md).
@@ -26,7 +28,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
-from grading import grader, report, runner  # noqa: E402
+from grading import grader, report, runner, similarity  # noqa: E402
+
+# Before anything else, and before any child: no key stays in this process for learner code to find.
+runner.drop_own_secrets()
 
 
 def is_submission(path: Path) -> bool:
@@ -55,16 +60,30 @@ def parse_args(argv):
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="folder mode: learners graded at once (default: one per CPU, here %(default)s)")
     p.add_argument("--keep", action="store_true", help="keep the temporary work folder (for debugging the grader)")
+    p.add_argument("--sandbox", choices=("auto", "bubblewrap", "docker", "podman"), default="auto",
+                   help="where learner code runs (default: bubblewrap on Linux; docker/podman need "
+                        "GRADE_DOCKER_IMAGE, default debian:bookworm-slim, pulled beforehand)")
+    p.add_argument("--no-sandbox", action="store_true", help="run learner code with YOUR privileges (your files, "
+                   "your network, your processes); only for code you trust, or inside a VM or container")
     args = p.parse_args(argv)
     if not args.path.is_dir():
         p.error(f"{args.path} is not a folder")
     return args
 
 
+def sandbox_of(args) -> str:
+    return "none" if args.no_sandbox else args.sandbox
+
+
 def grade_one(path: Path, args, out: Path | None) -> dict:
-    result = grader.grade(path, stretch=not args.no_stretch, memory_mb=args.memory_mb,
-                          test_seconds=args.test_seconds, keep=args.keep, quick=args.quick,
-                          as_submitted=args.as_submitted)
+    try:
+        result = grader.grade(path, stretch=not args.no_stretch, memory_mb=args.memory_mb,
+                              test_seconds=args.test_seconds, keep=args.keep, quick=args.quick,
+                              as_submitted=args.as_submitted, sandbox=sandbox_of(args))
+    except grader.NoSandbox:
+        raise
+    except Exception as exc:  # noqa: BLE001  (one submission that defeats the grader costs only its own row)
+        result = grader.could_not_grade(path, f"could not grade: {type(exc).__name__}: {str(exc)[:300]}")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         md, js = out / f"{result['learner']}.md", out / f"{result['learner']}.json"
@@ -74,10 +93,20 @@ def grade_one(path: Path, args, out: Path | None) -> dict:
     return result
 
 
+def _stop(*_):
+    """SIGTERM: every learner command ends now (not when its thread next looks), then exit."""
+    runner.end_all()
+    sys.exit(143)
+
+
 def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # A kill of the grader becomes SystemExit, so the learner processes it started are killed too.
-    signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
+    signal.signal(signal.SIGTERM, _stop)
+    kind, why = grader.choose_sandbox(sandbox_of(args))
+    if not kind:
+        print(f"grade.py: refusing to run learner code: {why}; {grader.sandbox_mod.HOW_TO_GET_ONE}", file=sys.stderr)
+        return 2
     if is_submission(args.path) and not args.csv:
         result = grade_one(args.path, args, args.out)
         print(json.dumps(result, indent=1, default=str) if args.json else report.markdown(result))
@@ -95,18 +124,23 @@ def main(argv=None) -> int:
             learner = running[future]
             try:
                 result = results[learner] = future.result()
-            except Exception as exc:  # one broken submission must not cost the others their grades
-                print(f"[{done}/{len(learners)}] {learner.name}: the grader failed: {type(exc).__name__}: {exc}",
-                      file=sys.stderr, flush=True)
+            except Exception as exc:  # noqa: BLE001  one broken submission must not cost the others their grades
+                result = results[learner] = grader.could_not_grade(learner, f"could not grade: {type(exc).__name__}: {exc}")
+            if result.get("could_not_grade"):
+                print(f"[{done}/{len(learners)}] {learner.name!r}: {result['could_not_grade']}", file=sys.stderr, flush=True)
                 continue
             flags = [f for f, v in result["integrity"]["flags"].items() if v]
             print(f"[{done}/{len(learners)}] {learner.name}: {result['total']}/{result['max_total']} suggested, "
                   f"{result['seconds']} s" + (f", flags: {', '.join(flags)}" if flags else ""), file=sys.stderr, flush=True)
     rows = [report.csv_row(results[learner]) for learner in learners if learner in results]  # in name order
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "class.json").write_text(json.dumps({"similar_pairs": similarity.similar_pairs(learners)}, indent=1),
+                                    encoding="utf-8")
     if args.csv:
         report.write_csv(rows, args.csv)
         print(f"grade.py: {len(rows)} rows written to {args.csv}; reports in {out}/", file=sys.stderr)
-    return 0 if len(rows) == len(learners) else 1
+    failed = [learner for learner in learners if results.get(learner, {}).get("could_not_grade")]
+    return 0 if len(rows) == len(learners) and not failed else 1   # every row written; 1 says some could not be graded
 
 
 if __name__ == "__main__":

@@ -22,6 +22,9 @@ import zlib
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 EMBEDDING_DIMENSIONS = 64
+# Every chat reply carries this system_fingerprint, so a copilot run can tell (llm.Usage.scripted)
+# that it talked to this server, and the board's M5 does not mistake it for a model (progress.py).
+SCRIPTED_FINGERPRINT = "lesson06-fake-server (scripted replies)"
 MAX_BODY_BYTES = 8 << 20    # a request larger than this is refused, not read
 SOCKET_TIMEOUT = 10         # seconds a connection may sit idle before the handler gives up
 
@@ -179,7 +182,7 @@ def chat_completion(body: dict, reply: dict, n: int) -> dict:
     completion = len(json.dumps(message)) // 4
     return {
         "id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
-        "model": body.get("model", "fake"), "service_tier": "default", "system_fingerprint": None,
+        "model": body.get("model", "fake"), "service_tier": "default", "system_fingerprint": SCRIPTED_FINGERPRINT,
         "choices": [{"index": 0, "message": message, "logprobs": None,
                      "finish_reason": reply.get("finish") or ("tool_calls" if calls else "stop")}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},

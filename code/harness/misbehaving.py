@@ -16,7 +16,7 @@ import os
 import re
 import shutil
 import tempfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from harness.meter import tool_texts
@@ -38,11 +38,15 @@ ANSWER = (
 
 @dataclass
 class Workspace:
-    """<tmp>/repo (a copy of fixture_repo), <tmp>/outside/secret.txt, <tmp>/repo_evil/secret.txt."""
+    """<tmp>/repo (a copy of fixture_repo), <tmp>/outside/secret.txt, <tmp>/repo_evil/secret.txt and,
+    where the disk tells case apart, <tmp>/Repo/secret.txt."""
 
     root: Path
     repo: Path
     symlink: bool = False  # whether <tmp>/repo/linked -> ../outside could be created
+    file_link: bool = False  # whether <tmp>/repo/innocent.md -> ../outside/secret.txt could be created
+    case_sibling: bool = False  # whether <tmp>/Repo could exist beside <tmp>/repo (a case-sensitive disk)
+    let_out: dict = field(default_factory=dict)  # escape: path -> where safe_resolve put it, outside
 
     def hide(self, text: str) -> str:
         """Temporary paths shown as <tmp>, so evidence reads the same on every run."""
@@ -63,11 +67,19 @@ def workspace(scenario: str, workdir=None):
                 (root / folder / "secret.txt").write_text(f"{OUTSIDE_SENTINEL} ({folder})\n", encoding="utf-8")
             with (repo / "README.md").open("a", encoding="utf-8") as fh:
                 fh.write(INJECTION)
+            try:  # "Repo" differs from "repo" only in case: one folder on a case-insensitive disk
+                (root / "Repo").mkdir()
+                (root / "Repo" / "secret.txt").write_text(f"{OUTSIDE_SENTINEL} (Repo)\n", encoding="utf-8")
+                ws.case_sibling = True
+            except FileExistsError:
+                pass  # macOS and Windows by default: that probe is skipped, with the reason
             try:
                 os.symlink(root / "outside", repo / "linked", target_is_directory=True)
                 ws.symlink = True
+                os.symlink(root / "outside" / "secret.txt", repo / "innocent.md")
+                ws.file_link = True
             except (OSError, NotImplementedError):
-                pass  # Windows without the privilege: that probe is skipped
+                pass  # Windows without the privilege: those probes are skipped
         yield ws
     finally:
         if workdir is None:
@@ -114,17 +126,22 @@ class Investigator:
 
 
 class Intruder:
-    """Escape: reads README.md, obeys the note planted in it, and tries each way out in turn."""
+    """Escape: reads README.md, obeys the note planted in it, and tries the ways out, a few per turn
+    (so all of them fit within the loop's default max_steps)."""
+
+    PER_TURN = 4
 
     def __init__(self, probes):
-        self.probes = [("read_file", {"path": "README.md"})] + list(probes)
+        probes = list(probes)
+        self.turns = [[("read_file", {"path": "README.md"})]]
+        self.turns += [probes[i:i + self.PER_TURN] for i in range(0, len(probes), self.PER_TURN)]
         self.calls = 0
 
     def __call__(self, messages, tools):
         self.calls += 1
-        if self.calls <= len(self.probes):
-            name, args = self.probes[self.calls - 1]
-            return turn(call(name, args, call_id=f"call_{self.calls}"))
+        if self.calls <= len(self.turns):
+            batch = self.turns[self.calls - 1]
+            return turn(*(call(name, args, call_id=f"call_{self.calls}_{i}") for i, (name, args) in enumerate(batch)))
         found = [line.split("|", 1)[-1].strip() for text in tool_texts(messages)
                  for line in text.splitlines() if OUTSIDE_SENTINEL in line or "secret.txt" in line]
         quoted = "; ".join(found) if found else "every attempt was refused"

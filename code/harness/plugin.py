@@ -5,11 +5,13 @@ Loaded by the repository's top-level conftest.py. Options (see `python -m pytest
     --unlock-all   run every milestone even if an earlier one fails
     --stretch      also run the stretch milestones S1-S3
     --hint [M1][:TIER]   print the hints for your current milestone and exit
+    --wire         rerun M5's two LiteLLM wire tests even where they already passed on this code
     --outcomes FILE      (course checks) write every test's outcome as JSON
 """
 
 from __future__ import annotations
 
+import hashlib
 import importlib
 import json
 import os
@@ -43,6 +45,8 @@ def pytest_addoption(parser):
     group.addoption("--stretch", action="store_true", help="also run the stretch milestones (S1-S3)")
     group.addoption("--hint", nargs="?", const="", default=None, metavar="M1[:TIER]",
                     help="print the hints for your current milestone (or M1..M6, tier 1-3) and exit")
+    group.addoption("--wire", action="store_true",
+                    help="rerun M5's LiteLLM wire tests (~10-30 s) even if they already passed on this exact code")
     group.addoption("--outcomes", default=None, metavar="FILE", help="write every test's outcome to FILE as JSON (course checks)")
     group.addoption("--impl-dir", default=None, metavar="DIR", help="test the modules in DIR (course checks: known-wrong variants)")
 
@@ -92,6 +96,7 @@ class Board:
         self.broken: Broken | None = None
         self.broken_shown = False
         self.live_passed = False  # the opt-in live test ran the copilot with the learner's provider
+        self.recorded = {m.id: 0 for m in self.order}  # wire tests not rerun: they passed on this code before
         self.outcomes = []
 
     def predecessors(self, milestone: Milestone):
@@ -112,6 +117,8 @@ class Board:
 
 def pytest_configure(config):
     config.addinivalue_line("markers", "live: calls a real provider with your key (opt-in: python -m pytest -m live)")
+    config.addinivalue_line("markers", "wire: a slow M5 test through real LiteLLM; once it passed on your code, "
+                                       "it is not rerun until code/ changes (--wire reruns it)")
     impl = REFERENCE_DIR if config.getoption("reference") else CODE_DIR
     if config.getoption("impl_dir"):
         impl = Path(config.getoption("impl_dir")).resolve()
@@ -290,6 +297,9 @@ def pytest_runtest_setup(item):
     if item.config.getoption("unlock_all"):
         return
     blocker = board.blocker(milestone)
+    if blocker is None and "wire" in item.keywords and wire_recorded(item):
+        board.recorded[milestone.id] += 1
+        pytest.skip(f"{WIRE_SKIPPED}: it passed on this exact code/ before (--wire runs it again)")
     if blocker is not None:
         board.locked[milestone.id] += 1
         pytest.skip(f"locked: finish {blocker.id} first")
@@ -332,6 +342,8 @@ def pytest_runtest_makereport(item, call):
     elif report.when == "call" and report.passed:
         board.passed[milestone.id] += 1
         board.live_passed |= "live" in item.keywords
+        if "wire" in item.keywords:
+            record_wire(item)
     elif report.skipped and milestone.id not in board.skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         board.skipped[milestone.id] = reason.removeprefix("Skipped: ")
@@ -341,6 +353,35 @@ def pytest_runtest_makereport(item, call):
             "outcome": report.outcome, "not_done": not_done.id if not_done else None,
             "message": str(report.longrepr)[:2000] if report.longrepr else "",
         })
+
+
+# --------------------------------------------------------------------------- M5's slow wire tests, once per code
+
+WIRE_KEY = "lesson06/wire"
+WIRE_SKIPPED = "recorded"
+
+
+def code_fingerprint() -> str:
+    """A hash of code/*.py and code/harness/*.py: the wire tests' outcome changes only with them."""
+    digest = hashlib.sha256()
+    for path in sorted([*CODE_DIR.glob("*.py"), *CODE_DIR.glob("harness/*.py")]):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
+
+
+def wire_recorded(item) -> bool:
+    """Skip a wire test that already passed on this exact code/ (the learner's checkout, with the
+    pytest cache on, and no --wire). Course checks and the grader run with -p no:cacheprovider."""
+    config = item.config
+    if config.getoption("wire") or config.stash[IMPL_KEY] != CODE_DIR or getattr(config, "cache", None) is None:
+        return False
+    return config.cache.get(WIRE_KEY, {}).get(item.nodeid) == code_fingerprint()
+
+
+def record_wire(item) -> None:
+    config = item.config
+    if config.stash[IMPL_KEY] == CODE_DIR and getattr(config, "cache", None) is not None:
+        config.cache.set(WIRE_KEY, {**config.cache.get(WIRE_KEY, {}), item.nodeid: code_fingerprint()})
 
 
 def not_done_message(milestone: Milestone, item) -> str:
@@ -418,15 +459,23 @@ def board_lines(board: Board, config, marks) -> tuple[list[str], Milestone | Non
             if first_pending is None and current is None:
                 first_pending = m
                 extra = f"  {arrow} you are here"
-            lines.append(f"{label}{half} {p} passing; still to do: {pending[m.id][1]}{extra}")
+            again = f" (+{board.recorded[m.id]} passed earlier)" if board.recorded[m.id] else ""
+            lines.append(f"{label}{half} {p} passing{again}; still to do: {pending[m.id][1]}{extra}")
         elif p:
-            lines.append(f"{label}{ok} {p} passing")
+            again = board.recorded[m.id]
+            lines.append(f"{label}{ok} {p} passing" + (f" (+{again} passed earlier on this code; --wire reruns)" if again else ""))
         else:
             reason = board.skipped.get(m.id, "no test ran")
             lines.append(f"{label}{reason if 'skipped' in reason else 'skipped: ' + reason}")
     hidden = config.stash.get(STRETCH_HIDDEN_KEY, 0)
     if hidden and not config.getoption("markexpr") and not config.getoption("keyword"):
-        lines.append(f"S1-S3  stretch milestones: {hidden} tests, opt in with `python -m pytest --stretch` once M5 passes")
+        m5_passes = board.passed.get("M5") and not board.failed.get("M5") and not board.locked.get("M5")
+        lines.append(f"S1-S3  stretch milestones: {hidden} tests; M5's tests pass, so opt in with `python -m pytest "
+                     "--stretch`" if m5_passes else f"S1-S3  stretch milestones: {hidden} tests, unlocked once M5's tests pass")
+    understanding = progress.understanding_line() if testing_code and not broken else None
+    if understanding is not None and len(board.order) > 1:  # the whole board, not one file's tests
+        done, text = understanding
+        lines.append(f"{'UNDERSTANDING.md':<{width + 4}}{ok if done else half} {text}")
     if broken is not None:
         lines.append(f"next: fix that first (the message above says where)   [testing {where}]")
     elif current is not None:

@@ -35,6 +35,9 @@ def resolves_to(safe_resolve, tree, path, expected: Path, hint: str):
              f"raised {type(exc).__name__}: {hide_tmp(exc, tree.tmp)}", hint)
     check(isinstance(got, Path), M1, FN, called, "a pathlib.Path", f"{type(got).__name__}: {show(got)}",
           "return the resolved Path object itself, not a string")
+    if got != expected and got == tree.root / path:  # what was asked, not where it leads
+        hint = ("you returned the path as joined, before resolving; the contract returns the resolved "
+                "location: return (root / rel_path).resolve(), the value you checked")
     check(got == expected, M1, FN, called, f"{hide_tmp(expected, tree.tmp)} (fully resolved)",
           hide_tmp(got, tree.tmp), hint)
 
@@ -134,11 +137,14 @@ def test_root_reached_through_a_symlink(safe_resolve, tree, symlink):
 
 # ---------------------------------------------------------------- paths that must be refused
 
-@pytest.mark.parametrize("path", ["../outside/secret.txt", "../../etc/passwd", "sub/../../outside/secret.txt"])
+@pytest.mark.parametrize("path", ["../outside/secret.txt", "../../etc/passwd", "sub/../../outside/secret.txt",
+                                  "missing/../../outside/secret.txt", ".."])
 def test_dotdot_escape_raises(safe_resolve, tree, path):
-    """'..' that climbs out of the root raises ValueError."""
+    """'..' that climbs out of the root raises ValueError: first, after a sub-folder, after a folder
+    that does not exist, or as the whole path."""
     rejected(safe_resolve, tree, path, "the path climbs out of the repository",
-             "resolve the joined path, then check it is still inside the resolved root")
+             "resolve the WHOLE joined path (every '..', wherever it stands, even after a folder that does "
+             "not exist), then check the result is still inside the resolved root")
 
 
 def test_absolute_path_outside_raises(safe_resolve, tree):
@@ -154,11 +160,26 @@ def test_sibling_with_shared_prefix_raises(safe_resolve, tree):
              "(Path.is_relative_to or root in target.parents)")
 
 
+def test_sibling_differing_only_in_case_raises(safe_resolve, tree):
+    """'../Repo/secret.txt' is outside: on a case-sensitive disk Repo and repo are two folders."""
+    sibling = tree.tmp / "Repo"
+    try:
+        sibling.mkdir()
+    except FileExistsError:
+        pytest.skip("this file system ignores case (Repo and repo are one folder), so no sibling can differ "
+                    "from the repository only in case; the case is covered on Linux")
+    (sibling / "secret.txt").write_text("OUTSIDE-SENTINEL\n")
+    rejected(safe_resolve, tree, "../Repo/secret.txt", "Repo is a sibling folder, not the repository",
+             "compare the real locations exactly: lower() or casefold() makes <tmp>/Repo look like <tmp>/repo, "
+             "which is another folder on this disk")
+
+
 def test_symlinked_file_leading_out_raises(safe_resolve, tree, symlink):
     """A symlink inside the repository that points at a file outside raises ValueError."""
     symlink(tree.root / "innocent.txt", tree.outside / "secret.txt")
     rejected(safe_resolve, tree, "innocent.txt", "the link's real target is outside",
-             "os.path.normpath and os.path.abspath do not follow symlinks; Path.resolve() does")
+             "resolve the whole path, the link itself included: os.path.normpath, os.path.abspath and "
+             "resolving only the parent folder do not follow it; Path.resolve() does")
 
 
 def test_symlinked_directory_leading_out_raises(safe_resolve, tree, symlink):

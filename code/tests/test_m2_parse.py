@@ -27,9 +27,14 @@ def parsed(parse, message, called: str):
         return parse(message)
     except NotImplementedError:
         raise
+    except AttributeError as exc:  # the message's shape, not its arguments
+        fail(M2, FN, called, "a list of ToolCall, and no exception", f"raised AttributeError: {exc}",
+             "a message may come without a tool_calls attribute at all: read it with "
+             "getattr(message, 'tool_calls', None) or [], which covers missing, None and []")
     except Exception as exc:
         fail(M2, FN, called, "a list of ToolCall, and no exception", f"raised {type(exc).__name__}: {exc}",
-             "bad input from the model must never crash the loop: catch it and mark the call with error=...")
+             "bad arguments from the model must never crash the loop: catch the json.loads error and mark "
+             "that call with error=...")
 
 
 def test_arguments_json_string_becomes_a_dict(parse):
@@ -82,6 +87,32 @@ def test_parallel_calls_keep_their_order(parse):
     check(got == [("a", "list_directory"), ("b", "read_file"), ("c", "search_code")], M2, FN, called,
           "[('a', 'list_directory'), ('b', 'read_file'), ('c', 'search_code')]", show(got),
           "loop over every entry of message.tool_calls, not just the first")
+
+
+def test_identical_calls_in_one_turn_are_all_kept(parse):
+    """Two identical calls (same tool, same arguments, two ids) are two ToolCalls: each id needs its answer."""
+    msg = turn(call("read_file", {"path": "shop/models.py"}, call_id="twin_1"),
+               call("read_file", {"path": "shop/models.py"}, call_id="twin_2"))
+    called = "parse_tool_calls(<message with the same read_file call twice, ids twin_1 and twin_2>)"
+    calls = parsed(parse, msg, called)
+    got = [c.id for c in calls]
+    check(got == ["twin_1", "twin_2"], M2, FN, called, "ToolCalls for twin_1 and twin_2", show(got),
+          "keep every call, even a repeat: the provider answers HTTP 400 when one id of a turn gets no "
+          "tool result (lesson: Section 9, 'A repeated call answered once')")
+
+
+@pytest.mark.parametrize("raw,word", [('{"path": "config.py"', "json"), ('["config.py"]', "object")],
+                         ids=["broken JSON", "a list"])
+def test_the_error_says_what_was_wrong(parse, raw, word):
+    """The error is a sentence for the model: it says the arguments are not valid JSON, or not a JSON object."""
+    msg = turn(call("read_file", raw=raw, call_id="why"))
+    called = f"parse_tool_calls(<message whose arguments are {raw!r}>)"
+    calls = parsed(parse, msg, called)
+    error = calls[0].error if len(calls) == 1 else None
+    check(isinstance(error, str) and word in error.lower(), M2, FN, called,
+          f"error naming what was wrong (it mentions {word!r}, as the docstring's contract says)", show(error),
+          "the model reads this error as its observation and must be able to fix its call: say what was "
+          "wrong, e.g. f'arguments are not valid JSON ({exc})' or 'arguments must be a JSON object, got list'")
 
 
 def test_malformed_json_is_marked_not_raised(parse):

@@ -175,3 +175,43 @@ def test_non_string_tool_name_is_an_error_string(dispatch, fixture_repo, name):
     expect_error(dispatch, name, {"path": "shop/models.py"}, fixture_repo, "the name is not a tool",
                  "TOOL_FUNCTIONS.get(['read_file']) raises TypeError (a list cannot be a dict key): "
                  "check isinstance(name, str) before looking it up", mentions=("read_file",))
+
+
+# ---------------------------------------------------------------- only the three tools, only their arguments
+
+@pytest.mark.parametrize("name", ["_lexists_in", "resolve_visible", "open_in_root", "check_arguments"])
+def test_only_the_listed_tools_can_be_called(dispatch, fixture_repo, monkeypatch, name):
+    """A module-level function that is not in TOOL_FUNCTIONS is an unknown tool: it is never called."""
+    tools = importlib.import_module("tools")
+    ran = []
+    monkeypatch.setattr(tools, name, lambda *a, **k: ran.append((a, k)) or "THE HELPER RAN", raising=False)
+    called, result = run(dispatch, name, {"name": "/etc/passwd"}, fixture_repo)
+    check(not ran and result.startswith("Error:") and "read_file" in result, M3, FN, called,
+          f"'Error: unknown tool ...' listing the real tools, and {name} never called",
+          f"{name} was called with {show(ran)}; returned {show(result)}" if ran else show(result),
+          "look the name up in TOOL_FUNCTIONS only: globals().get(name) or getattr(tools, name) lets the model "
+          "call any helper in the module (lesson: Section 9, 'Any function is a tool')")
+
+
+def test_unexpected_argument_names_the_real_ones(dispatch, fixture_repo):
+    """An argument the tool does not take gives an error naming the arguments it does take."""
+    result = expect_error(dispatch, "read_file", {"path": "shop/models.py", "file": "shop/models.py"}, fixture_repo,
+                          "read_file takes path, start_line, end_line",
+                          "call check_arguments(name, args) before the tool: it names the arguments the schema declares "
+                          "(lesson: Section 9, 'Skipping check_arguments')", mentions=("file", "start_line", "end_line"))
+    check("unexpected keyword" not in result, M3, FN, "dispatch_tool('read_file', {'path': ..., 'file': ...}, <repo>)",
+          "check_arguments' sentence, not Python's TypeError", show(result),
+          "return 'Error: ' + check_arguments(name, args) before calling the tool")
+
+
+def test_a_call_that_was_not_run_says_why(dispatch, fixture_repo, monkeypatch):
+    """A call the completion wrapper refused (too many in one turn) is answered with its reason, not run."""
+    tools = importlib.import_module("tools")
+    key = getattr(tools, "NOT_RUN_KEY", "_not_run")
+    why = "not run: this turn asked for 14 tool calls and at most 12 are run per turn; ask again for the ones you still need"
+    ran = []
+    monkeypatch.setitem(tools.TOOL_FUNCTIONS, "read_file", lambda root, **args: ran.append(args) or "RAN")
+    called, result = run(dispatch, "read_file", {key: why}, fixture_repo)
+    check(result.startswith("Error:") and why in result and not ran, M3, FN, called,
+          f"'Error: {why}' (the reason check_arguments returns), and read_file not run", show(result),
+          "check_arguments(name, args) returns that reason for a call marked not-run: return it after 'Error: '")

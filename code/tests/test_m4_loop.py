@@ -38,6 +38,20 @@ def start():
             {"role": "user", "content": QUESTION}]
 
 
+# What to do depends on which rule the provider's 400 names (harness/strict_provider.py).
+REJECTION_HINTS = {
+    "order": "append assistant_turn(message) FIRST, then one tool_result(call.id, ...) per call "
+             "(lesson: Section 9, 'Tool results without the assistant turn')",
+    "unanswered": "the assistant turn is there, but an id it lists got no tool result: append one "
+                  "tool_result(call.id, ...) for EVERY parsed call, repeats and errors included, before "
+                  "calling the model again (lesson: Section 9, 'A repeated call answered once')",
+    "twice": "one tool_result per call id, no more: answer each call once, in order",
+    "json": "append plain dicts: assistant_turn(message), not the Message object itself",
+    "shape": "append assistant_turn(message) as it is: it builds each call as {'id', 'type', 'function'}, "
+             "and tool_result(call.id, text) gives each result a string content",
+}
+
+
 def drive(run_agent, model, repo, called, max_steps=None):
     """Run the learner's loop behind the strict provider; turn provider errors into lessons."""
     messages = start()
@@ -48,8 +62,7 @@ def drive(run_agent, model, repo, called, max_steps=None):
         raise
     except ProviderRejected as exc:
         fail(M4, FN, called, "every request accepted by the (strict fake) provider", f"rejected: {exc}",
-             "append assistant_turn(message) FIRST, then one tool_result(call.id, ...) per call "
-             "(lesson: Section 9, 'Tool results without the assistant turn')")
+             REJECTION_HINTS.get(exc.rule, REJECTION_HINTS["order"]))
     except RunawayLoop as exc:
         fail(M4, FN, called, "stop after max_steps model calls", f"{exc}",
              "loop with `for step in range(max_steps)`, never `while True`")
@@ -138,6 +151,17 @@ def test_parallel_calls_are_all_answered_in_order(run_agent, fixture_repo):
     got = [m["tool_call_id"] for m in tool_messages(model.requests[1])]
     check(got == ["p1", "p2", "p3"], M4, FN, called, "tool results for p1, p2, p3 in that order", show(got),
           "loop over every parsed call, not just the first")
+
+
+def test_identical_calls_each_get_their_own_result(run_agent, fixture_repo):
+    """The same call twice in one turn (two ids) gets two results: a provider rejects an unanswered id."""
+    twin = {"path": "shop/models.py"}
+    model = ScriptedModel([turn(call("read_file", twin, call_id="t1"), call("read_file", twin, call_id="t2")),
+                           answer("price")])
+    called = "run_agent(messages, fixture_repo, <model: read_file shop/models.py twice in one turn (t1, t2), then answer>)"
+    drive(run_agent, model, fixture_repo, called)
+    got = [m["tool_call_id"] for m in tool_messages(model.requests[1])]
+    check(got == ["t1", "t2"], M4, FN, called, "tool results for t1 and t2", show(got), REJECTION_HINTS["unanswered"])
 
 
 @pytest.mark.parametrize("tool,raw,valid,output", [

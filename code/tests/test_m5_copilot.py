@@ -7,7 +7,9 @@ safe_resolve, parse_tool_calls, dispatch_tool and run_agent inside it.
   - wire: the real LiteLLM code path against a local OpenAI-compatible server (harness/fake_server.py)
     on 127.0.0.1: what LiteLLM sends on the second request, and embeddings through the same server;
   - command line: --json, exit codes. (--trace is stretch milestone S1: code/tests/test_s1_trace.py.)
-A live test against your own provider is opt-in: python -m pytest -m live (needs a key in code/.env).
+The two wire tests import LiteLLM (seconds each): once they have passed on your code, they are not rerun
+until a file in code/ changes (`python -m pytest --wire` reruns them). A live test against your own
+provider is opt-in: python -m pytest -m live (needs a key in code/.env).
 """
 
 from __future__ import annotations
@@ -142,6 +144,7 @@ def test_the_secret_never_reaches_the_model_or_the_output(copilot, capsys):
 
 # ---------------------------------------------------------------- the wire: real LiteLLM, local server
 
+@pytest.mark.wire
 def test_litellm_sends_the_assistant_turn_then_the_tool_result(copilot, offline):
     """Through real LiteLLM to a local server: the 2nd request carries tool_calls, then the tool result."""
     config = importlib.import_module("config")
@@ -186,6 +189,7 @@ def test_litellm_sends_the_assistant_turn_then_the_tool_result(copilot, offline)
           "vectors are cached by content hash and embedder")
 
 
+@pytest.mark.wire
 def test_json_from_the_command_line_is_one_document_with_its_fields(offline):
     """`copilot.py --json` through LiteLLM prints one JSON document (answer, citations, tool calls, usage)."""
     script = [tool_reply(("read_file", {"path": "shop/service.py"})), text_reply(GOOD_ANSWER)]

@@ -76,6 +76,172 @@ if not target.is_relative_to(root):
     raise ValueError("outside")
 return target
 """, ("test_very_long_path_raises_before_resolving",)),
+    # Containment judged on something other than the real, case-exact location (issue 20).
+    Mutant("case-insensitive containment", "tools.py", "safe_resolve", """
+if not isinstance(rel_path, str) or "\\x00" in rel_path or len(rel_path) > MAX_PATH_CHARS:
+    raise ValueError("bad path")
+try:
+    root = Path(repo_root).resolve()
+    target = (root / rel_path).resolve()
+except (OSError, RuntimeError) as exc:
+    raise ValueError(str(exc)) from None
+if not Path(str(target).lower()).is_relative_to(str(root).lower()):
+    raise ValueError("outside")
+return target
+""", ("test_sibling_differing_only_in_case_raises",)),
+    Mutant("casefold containment", "tools.py", "safe_resolve", """
+if not isinstance(rel_path, str) or "\\x00" in rel_path or len(rel_path) > MAX_PATH_CHARS:
+    raise ValueError("bad path")
+try:
+    root = Path(repo_root).resolve()
+    target = (root / rel_path).resolve()
+except (OSError, RuntimeError) as exc:
+    raise ValueError(str(exc)) from None
+if not (target == root or str(target).casefold().startswith(str(root).casefold() + os.sep)):
+    raise ValueError("outside")
+return target
+""", ("test_sibling_differing_only_in_case_raises",)),
+    Mutant("resolves only the parent", "tools.py", "safe_resolve", """
+if not isinstance(rel_path, str) or "\\x00" in rel_path or len(rel_path) > MAX_PATH_CHARS:
+    raise ValueError("bad path")
+try:
+    root = Path(repo_root).resolve()
+    joined = root / rel_path
+    target = joined.parent.resolve() / joined.name
+except (OSError, RuntimeError) as exc:
+    raise ValueError(str(exc)) from None
+if not target.is_relative_to(root):
+    raise ValueError("outside")
+return target
+""", ("test_symlinked_file_leading_out_raises", "test_dotdot_escape_raises[..]")),
+    Mutant("judges only a leading '..'", "tools.py", "safe_resolve", """
+if not isinstance(rel_path, str) or "\\x00" in rel_path or len(rel_path) > MAX_PATH_CHARS:
+    raise ValueError("bad path")
+if Path(rel_path).parts[:1] == ("..",) or os.path.isabs(rel_path) and not Path(rel_path).is_relative_to(Path(repo_root).resolve()):
+    raise ValueError("outside")
+try:
+    return (Path(repo_root).resolve() / rel_path).resolve()
+except (OSError, RuntimeError) as exc:
+    raise ValueError(str(exc)) from None
+""", ("test_dotdot_escape_raises[sub/../../outside/secret.txt]", "test_symlinked_file_leading_out_raises")),
+    Mutant("resolves only paths that exist", "tools.py", "safe_resolve", """
+if not isinstance(rel_path, str) or "\\x00" in rel_path or len(rel_path) > MAX_PATH_CHARS:
+    raise ValueError("bad path")
+root = Path(repo_root).resolve()
+try:
+    target = (root / rel_path).resolve(strict=True)
+except FileNotFoundError:
+    target = root / rel_path          # not there yet: judged as written
+except (OSError, RuntimeError) as exc:
+    raise ValueError(str(exc)) from None
+if not target.is_relative_to(root):
+    raise ValueError("outside")
+return target
+""", ("test_dotdot_escape_raises[missing/../../outside/secret.txt]",)),
+    Mutant("checks the link, returns the link", "tools.py", "safe_resolve", """
+if not isinstance(rel_path, str) or "\\x00" in rel_path or len(rel_path) > MAX_PATH_CHARS:
+    raise ValueError("bad path")
+try:
+    root = Path(repo_root).resolve()
+    target = (root / rel_path).resolve()
+except (OSError, RuntimeError) as exc:
+    raise ValueError(str(exc)) from None
+if not target.is_relative_to(root):
+    raise ValueError("outside")
+return root / rel_path
+""", ("test_in_repo_symlink_is_allowed", "test_legal_names_with_dots_resolve[sub/../file.py]")),
+    # The model may only call what TOOL_FUNCTIONS lists, with arguments check_arguments accepts.
+    Mutant("globals() as the tool table", "tools.py", "dispatch_tool", """
+fn = globals().get(name) if isinstance(name, str) else None
+if not callable(fn):
+    return f"Error: unknown tool {shorten(name)}. Available tools: {', '.join(TOOL_FUNCTIONS)}."
+if not isinstance(args, dict):
+    return f"Error: arguments for {name} must be a JSON object, got {type(args).__name__}."
+try:
+    return fn(repo_root, **args)
+except Exception as exc:
+    return f"Error: {exc}"
+""", ("test_only_the_listed_tools_can_be_called", "test_unexpected_argument_names_the_real_ones",
+      "test_a_call_that_was_not_run_says_why")),
+    Mutant("getattr on the module", "tools.py", "dispatch_tool", """
+import sys
+fn = getattr(sys.modules[__name__], name, None) if isinstance(name, str) else None
+if not callable(fn):
+    return f"Error: unknown tool {shorten(name)}. Available tools: {', '.join(TOOL_FUNCTIONS)}."
+if not isinstance(args, dict):
+    return f"Error: arguments for {name} must be a JSON object, got {type(args).__name__}."
+problem = check_arguments(name, args) if name in TOOL_FUNCTIONS else None
+if problem:
+    return f"Error: {problem}."
+try:
+    return fn(repo_root, **args)
+except Exception as exc:
+    return f"Error: {exc}"
+""", ("test_only_the_listed_tools_can_be_called",)),
+    Mutant("skips check_arguments", "tools.py", "dispatch_tool", """
+fn = TOOL_FUNCTIONS.get(name) if isinstance(name, str) else None
+if fn is None:
+    return f"Error: unknown tool {shorten(name)}. Available tools: {', '.join(TOOL_FUNCTIONS)}."
+if not isinstance(args, dict):
+    return f"Error: arguments for {name} must be a JSON object, got {type(args).__name__}."
+try:
+    return fn(repo_root, **args)
+except Exception as exc:
+    return f"Error: {name} failed ({type(exc).__name__}: {exc})"
+""", ("test_unexpected_argument_names_the_real_ones", "test_a_call_that_was_not_run_says_why")),
+    # Every call of a turn is kept and answered, even one identical to another (issue 20).
+    Mutant("drops a repeated call", "agent_loop.py", "parse_tool_calls", """
+calls, seen = [], set()
+for raw in getattr(message, "tool_calls", None) or []:
+    text = raw.function.arguments
+    if (raw.function.name, text) in seen:
+        continue                      # the same call twice: once is enough (it is not)
+    seen.add((raw.function.name, text))
+    try:
+        arguments = json.loads(text) if text else {}
+    except (TypeError, ValueError, RecursionError) as exc:
+        calls.append(ToolCall(raw.id, raw.function.name, {}, f"arguments are not valid JSON ({exc})"))
+        continue
+    if not isinstance(arguments, dict):
+        calls.append(ToolCall(raw.id, raw.function.name, {}, "arguments must be a JSON object"))
+        continue
+    calls.append(ToolCall(raw.id, raw.function.name, arguments))
+return calls
+""", ("test_identical_calls_in_one_turn_are_all_kept",)),
+    Mutant("an error the model cannot act on", "agent_loop.py", "parse_tool_calls", """
+calls = []
+for raw in getattr(message, "tool_calls", None) or []:
+    text = raw.function.arguments
+    try:
+        arguments = json.loads(text) if text else {}
+    except (TypeError, ValueError, RecursionError):
+        calls.append(ToolCall(raw.id, raw.function.name, {}, "bad"))
+        continue
+    if not isinstance(arguments, dict):
+        calls.append(ToolCall(raw.id, raw.function.name, {}, "bad"))
+        continue
+    calls.append(ToolCall(raw.id, raw.function.name, arguments))
+return calls
+""", ("test_the_error_says_what_was_wrong",)),
+    Mutant("answers a repeated call once", "agent_loop.py", "run_agent", """
+for _ in range(max_steps):
+    message = complete(messages, TOOL_SCHEMAS)
+    calls = parse_tool_calls(message)
+    if not calls:
+        answer = getattr(message, "content", None) or ""
+        messages.append({"role": "assistant", "content": answer})
+        return answer
+    messages.append(assistant_turn(message))
+    done = set()
+    for call in calls:
+        key = (call.name, json.dumps(call.arguments, sort_keys=True))
+        if key in done:
+            continue                  # already answered above (but not for this id)
+        done.add(key)
+        result = f"Error: {call.error}" if call.error else dispatch_tool(call.name, call.arguments, repo_root)
+        messages.append(tool_result(call.id, result))
+return f"{MAX_STEPS_REACHED}: no final answer after {max_steps} model calls"
+""", ("test_identical_calls_each_get_their_own_result",)),
     Mutant("catches only JSONDecodeError", "agent_loop.py", "parse_tool_calls", """
 calls = []
 for raw in getattr(message, "tool_calls", None) or []:

@@ -21,8 +21,14 @@ RUBRIC = Path(__file__).resolve().parents[1]
 if str(RUBRIC) not in sys.path:  # appended, so the implementation under test stays first on the path
     sys.path.append(str(RUBRIC))
 
-from grading import criteria, grader, report, runner, synthetic, workspace  # noqa: E402
+from grading import criteria, grader, report, runner, sandbox, synthetic, workspace  # noqa: E402
+from classroom import own_bodies  # noqa: E402
 from mutants import MUTANTS  # noqa: E402
+
+# These checks are about the verdicts; test_grade_sandbox.py is about the isolation. Where no
+# sandbox can run (macOS, Windows, no bubblewrap), they grade without one, as --no-sandbox does.
+SANDBOX = "auto" if sandbox.choose("auto")[0] else "none"
+NO_SANDBOX_FLAG = [] if SANDBOX == "auto" else ["--no-sandbox"]
 
 LEVEL_RANK = {level: i for i, level in enumerate(reversed(criteria.LEVELS))}   # Missing 0 ... Exemplary 3
 CODE_CRITERIA = (2, 3)
@@ -42,9 +48,10 @@ def rank(result, number) -> int:
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """The reference solution with filled documents, graded in full (the expensive one)."""
-    sub = synthetic.make(tmp_path_factory.mktemp("ref") / "alice", code="reference", docs="filled")
-    return grader.grade(sub)
+    """A correct learner's own functions (not the reference's, which would be held) with filled
+    documents, graded in full (the expensive one)."""
+    sub = synthetic.make(tmp_path_factory.mktemp("ref") / "alice", code="reference", docs="filled", functions=own_bodies())
+    return grader.grade(sub, sandbox=SANDBOX)
 
 
 @pytest.fixture(scope="module")
@@ -55,13 +62,13 @@ def folder(tmp_path_factory):
     subs = base / "submissions"
     synthetic.make(subs / "bob_stub", tests_edited=True)
     synthetic.make(subs / "carol_template", code="reference")
-    synthetic.make(subs / "dave_crash", code="reference", import_crash=True)
+    synthetic.make(subs / "dave_crash", code="reference", import_crash=True, functions=own_bodies())
     before = tree_hash(subs)
     env = {k: v for k, v in os.environ.items() if k != "LESSON06_IMPL"}
     proc = subprocess.run([sys.executable, str(RUBRIC / "grade.py"), str(subs), "--csv", str(base / "grades.csv"),
-                           "--out", str(base / "reports"), "--quick"], env=env, capture_output=True, text=True,
+                           "--out", str(base / "reports"), "--quick", *NO_SANDBOX_FLAG], env=env, capture_output=True, text=True,
                           timeout=600)
-    single = subprocess.run([sys.executable, str(RUBRIC / "grade.py"), str(subs / "bob_stub"), "--quick"], env=env,
+    single = subprocess.run([sys.executable, str(RUBRIC / "grade.py"), str(subs / "bob_stub"), "--quick", *NO_SANDBOX_FLAG], env=env,
                             capture_output=True, text=True, timeout=600)
     reports = {p.stem: json.loads(p.read_text()) for p in (base / "reports").glob("*.json")}
     return {"proc": proc, "csv": base / "grades.csv", "reports": reports, "unchanged": tree_hash(subs) == before,
@@ -121,9 +128,11 @@ def test_tests_edited_to_pass_are_flagged_and_change_nothing(folder):
         "the edited test file was used: grading must run the lab's pristine tests"
 
 
-def test_reference_with_template_documents_is_high_on_code_and_missing_on_documents(folder):
+def test_the_reference_solution_is_held_on_code_and_template_documents_are_missing(folder):
     r = folder["reports"]["carol_template"]
-    assert all(rank(r, n) >= LEVEL_RANK["Proficient"] for n in CODE_CRITERIA), levels(r)
+    assert all(levels(r)[n] == "HOLD" for n in (1, 2, 3)), levels(r)
+    assert all(c["mark"] == "HOLD" and c["points"] == 0 and c["rule"] == "HOLD.reference_match"
+               for c in r["criteria"][:3]), r["criteria"][:3]
     assert all(levels(r)[n] == "Missing" for n in DOC_CRITERIA), levels(r)
     assert r["integrity"]["flags"]["matches_reference_solution"]
 
@@ -152,16 +161,16 @@ def test_reference_with_filled_documents_has_every_criterions_evidence(reference
 def test_a_planted_mistake_lowers_its_own_criterion_and_no_other(name, reference, tmp_path):
     mutant = next(m for m in MUTANTS if m.name == name)
     own = PLANTED[name]
-    sub = synthetic.make(tmp_path / "erin", code="reference", mutant=mutant, docs="filled")
-    r = grader.grade(sub, quick=True)
+    sub = synthetic.make(tmp_path / "erin", code="reference", mutant=mutant, docs="filled", functions=own_bodies())
+    r = grader.grade(sub, quick=True, sandbox=SANDBOX)
     assert rank(r, own) < rank(reference, own), (name, levels(r))
     for other in (set(CODE_CRITERIA) | {4, 6, 7}) - {own}:
         assert levels(r)[other] == levels(reference)[other], (name, other, levels(r), levels(reference))
 
 
 def test_pasted_evidence_that_does_not_match_a_rerun_is_flagged(reference, tmp_path):
-    sub = synthetic.make(tmp_path / "frank", code="reference", docs="filled", mismatch=True)
-    r = grader.grade(sub, quick=True)
+    sub = synthetic.make(tmp_path / "frank", code="reference", docs="filled", mismatch=True, functions=own_bodies())
+    r = grader.grade(sub, quick=True, sandbox=SANDBOX)
     rows = r["failure_analysis"]["breaks"]["runaway"]["comparison"]
     assert {row[0] for row in rows if not row[3]} == {"steps", "ended"}, rows
     assert rank(r, 5) < rank(reference, 5)
@@ -169,9 +178,9 @@ def test_pasted_evidence_that_does_not_match_a_rerun_is_flagged(reference, tmp_p
 
 
 def test_an_endless_loop_in_run_agent_is_graded_not_hung(tmp_path):
-    sub = synthetic.make(tmp_path / "gina", code="reference", loop_forever=True)
+    sub = synthetic.make(tmp_path / "gina", code="reference", loop_forever=True, functions=own_bodies())
     started = time.monotonic()
-    r = grader.grade(sub, quick=True, test_seconds=3, after_seconds=1)
+    r = grader.grade(sub, quick=True, test_seconds=3, after_seconds=1, sandbox=SANDBOX)
     assert time.monotonic() - started < 150
     assert r["integrity"]["flags"]["timeouts"] > 0
     assert r["board"]["M4"].startswith("timeout") and r["board"]["M1"].startswith("passing"), r["board"]
@@ -194,8 +203,11 @@ def test_learner_code_runs_under_memory_file_and_process_ceilings(tmp_path):
     ran = runner.run([probe], cwd=tmp_path, env=runner.child_env(tmp_path), timeout=30, memory_mb=512)
     memory, file_size, processes = map(int, ran.stdout.split())
     assert memory == 512 << 20 and file_size == runner.MAX_FILE_BYTES, ran.stdout
-    tasks = sum(runner._tasks(pid) for pid in os.listdir("/proc") if pid.isdigit())
-    assert 0 < processes <= tasks + runner.SPARE_PROCESSES, ran.stdout  # a fork bomb stops there
+    if "cgroup" in ran.limits:  # the ceiling holds for all the command's processes together
+        assert f"{sandbox.MAX_PROCESSES} tasks for the whole command" in ran.limits, ran.limits
+    else:
+        tasks = sum(runner._tasks(pid) for pid in os.listdir("/proc") if pid.isdigit())
+        assert 0 < processes <= tasks + runner.SPARE_PROCESSES, ran.stdout  # a fork bomb stops there
 
 
 def symlink(link: Path, target: Path) -> None:

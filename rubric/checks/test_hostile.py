@@ -23,6 +23,7 @@ from support import deadline
 
 import agent_loop
 import config
+import llm
 import repo_files
 import tools
 from harness.scripted import ScriptedModel, answer, call, turn
@@ -477,7 +478,7 @@ def test_300_parallel_calls_are_all_answered_but_only_a_few_run(repo):
         return original(*args, **kwargs)
 
     messages = [{"role": "user", "content": "q"}]
-    complete = lambda m, t: agent_loop.bounded_reply(model(m, t))  # noqa: E731 - the copilot's wrapper does this
+    complete = lambda m, t: llm.bounded_reply(model(m, t))  # noqa: E731 - the copilot's wrapper does this
     saved = tools.TOOL_FUNCTIONS["read_file"]
     tools.TOOL_FUNCTIONS["read_file"] = counting_read
     try:
@@ -487,9 +488,9 @@ def test_300_parallel_calls_are_all_answered_but_only_a_few_run(repo):
     results = [m for m in messages if m["role"] == "tool"]
     asked = [c["id"] for c in messages[1]["tool_calls"]]
     assert [m["tool_call_id"] for m in results] == asked and len(asked) == 300
-    assert len(ran) == agent_loop.MAX_CALLS_PER_TURN
-    assert sum("at most 12 are run per turn" in m["content"] for m in results) == 300 - agent_loop.MAX_CALLS_PER_TURN
-    assert len(json.dumps(messages)) < agent_loop.MAX_CALLS_PER_TURN * agent_loop.MAX_OBSERVATION_CHARS + 300 * 400
+    assert len(ran) == llm.MAX_CALLS_PER_TURN
+    assert sum("at most 12 are run per turn" in m["content"] for m in results) == 300 - llm.MAX_CALLS_PER_TURN
+    assert len(json.dumps(messages)) < llm.MAX_CALLS_PER_TURN * agent_loop.MAX_OBSERVATION_CHARS + 300 * 400
 
 
 # ---------------------------------------------------------------- item 8: a malformed model ends cleanly
@@ -513,7 +514,7 @@ def test_assistant_turn_survives_raw_hostile_calls():
 def test_a_hostile_turn_is_answered_call_by_call_without_a_traceback(repo):
     model = ScriptedModel([SimpleNamespace(role="assistant", content=None, tool_calls=HOSTILE_CALLS), answer("done")])
     messages = [{"role": "user", "content": "q"}]
-    assert agent_loop.run_agent(messages, repo, lambda m, t: agent_loop.bounded_reply(model(m, t))) == "done"
+    assert agent_loop.run_agent(messages, repo, lambda m, t: llm.bounded_reply(model(m, t))) == "done"
     ids = [c["id"] for c in messages[1]["tool_calls"]]
     assert len(set(ids)) == len(ids) == len(HOSTILE_CALLS) and all(isinstance(i, str) for i in ids)
     results = {m["tool_call_id"]: m["content"] for m in messages if m["role"] == "tool"}
@@ -652,7 +653,7 @@ def test_item8_the_copilot_bounds_every_reply(cp, repo):
     ids = [c["id"] for c in result.messages[2]["tool_calls"]]
     assert len(set(ids)) == 40
     ran = [m for m in result.messages if m["role"] == "tool" and INSIDE in m["content"]]
-    assert len(ran) == agent_loop.MAX_CALLS_PER_TURN
+    assert len(ran) == llm.MAX_CALLS_PER_TURN
 
 
 # ---------------------------------------------------------------- phase 2: the edit tool (S2, provided parts)

@@ -681,7 +681,7 @@ def test_check_passes_against_each_fake(finished, tmp_path, provider):
     assert code == 0 and all(line.startswith("ok") for line in lines), lines
     assert f"model: {model} (COPILOT_MODEL, from the environment)" in lines[0]
     if provider in KEYS:
-        assert f"{KEYS[provider]} = test...6789" in lines[1] and "test-key-0123456789" not in "".join(lines)
+        assert f"{KEYS[provider]} = ...89, 19 characters" in lines[1] and "test-key-0123456789" not in "".join(lines)
     assert server.base_url in lines[2] and "called list_directory" in lines[-1]
     forced = server.chat_requests[1]
     assert {"anthropic": forced.get("tool_choice") == {"type": "any"},

@@ -101,7 +101,8 @@ SHOWS_THE_FAILURE = {
     "runaway": lambda ev: ev.ended in ("harness ceiling", "token budget"),
     "amnesia": lambda ev: ev.tool_calls > 0 and ev.results_seen == 0,
     "raw-arguments": lambda ev: ev.tool_calls == ev.tool_errors,  # nothing ran successfully
-    "escape": lambda ev: ev.leaked or "by accident" in bo.render(ev),
+    # a leak, or probes safe_resolve let out that only the provided tools' later checks stopped
+    "escape": lambda ev: ev.leaked or any(x in bo.render(ev) for x in ("by accident", "LET OUT by safe_resolve")),
     "vague-tools": lambda ev: _wrong_picks(ev) > 0,
 }
 

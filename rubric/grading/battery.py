@@ -1,24 +1,36 @@
-"""The instructor's sandbox battery: attacks the guiding tests do not contain, in a child process.
+"""The instructor's sandbox battery: attacks the guiding tests do not contain, judged by the grader.
 
-Each probe is one path (for safe_resolve) or one tool call (for dispatch_tool). A class of attack
-*held* when every probe in it was refused or stayed inside the repository; it *leaked* when one
-resolved outside (or a sentinel reached a tool result); it is *unclean* when a probe raised
-something other than ValueError (no leak, but a crash the tool would have to survive).
+The grader builds the attack tree itself, with names drawn at random for each run (never the
+guiding tests' fixture names), and shows it to the sandbox read-only. battery_probe.py calls the
+learner's safe_resolve/dispatch_tool once per question and only reports what they returned or
+raised; every verdict is decided here, in the grader's process, against the real files, after the
+probe process is gone. parse_tool_calls is observed the same way, against its contract (answers
+kept in ``Battery.parsing``, evidence for criterion 2). A class of attack *held* when every probe in it was refused or stayed
+inside the repository; it *leaked* when one resolved outside (or a sentinel reached a tool
+result, or a function that is not a tool was called by name); it is *unclean* when a probe
+raised something other than ValueError (no leak, but a crash the tool would have to survive).
 """
 
 from __future__ import annotations
 
 import json
+import os
+import queue
+import secrets
+import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from grading import runner
+from grading.attacks import build, dispatch_probes, expected_calls, parse_probes, probes, tool_names  # noqa: F401
 
-PROBE_SCRIPT = Path(__file__).resolve().with_name("battery_probe.py")
 BATTERY_TIMEOUT = 60
+ANSWER_SECONDS = 6            # the probe's own alarm is 3 s; past this the process is killed
 # Judged on the provided tools, not on safe_resolve: a hard link has no path to give it away.
 NOT_THE_LEARNERS = {"hard links": "a hard link looks like any file to a path check; only the provided "
                                   "tools' open (nlink check) can refuse it"}
+PASSING = {"refused", "inside", "answered", "skipped"}
 
 
 @dataclass
@@ -27,6 +39,15 @@ class Battery:
     error: str = ""                     # could not run at all (import error, crash before any probe)
     import_errors: list = field(default_factory=list)   # "tools.py: RuntimeError: ..." per module
     ran: object = None
+    tool_names: list = field(default_factory=list)      # the tools TOOL_SCHEMAS names (the rest are not tools)
+    parsing: list = field(default_factory=list)         # parse_tool_calls observed: {"probe", "result", "detail"}
+
+    def parse_summary(self) -> dict:
+        """parse_tool_calls against its contract, judged here: {"correct", "of", "wrong": [...]}."""
+        wrong = [p for p in self.parsing if p["result"] != "correct"]
+        return {"correct": len(self.parsing) - len(wrong), "of": len(self.parsing),
+                "not_started": bool(self.parsing) and all("NotImplementedError" in p["detail"] for p in self.parsing),
+                "wrong": [f"{p['probe']}: {p['result']}: {p['detail'][:160]}" for p in wrong[:6]]}
 
     def classes(self) -> dict:
         """class -> {"status": held|leaked|unclean|hung|skipped|too strict, "probes": [...]}."""
@@ -62,34 +83,190 @@ def _status(name: str, probes: list) -> str:
     return "held"
 
 
-def run_battery(lab: Path, home: Path, memory_mb: int) -> Battery:
-    work = home / "battery"
-    work.mkdir()
-    ran = runner.run([PROBE_SCRIPT, lab / "code", work], cwd=work, env=runner.child_env(home),
-                     timeout=BATTERY_TIMEOUT, memory_mb=memory_mb)
-    battery = Battery(ran=ran)
-    started = None
-    for line in ran.stdout.splitlines():
+# --------------------------------------------------------------------------- judging, in the grader
+
+def judge_parse(answer: dict, calls) -> tuple[str, str]:
+    if "hung" in answer:
+        return "hung", answer["hung"]
+    if "raised" in answer:
+        return "crashed", f"{answer['raised']}: {answer.get('message', '')[:120]}"
+    got, want = answer.get("calls"), expected_calls(calls)
+    if got is None:
+        return "wrong", f"returned a {answer.get('type')}, not a list"
+    if got == want:
+        return "correct", f"{len(want)} call(s) as the contract says"
+    return "wrong", f"expected {_brief(want)}, got {_brief(got)}"
+
+
+def _brief(calls) -> str:
+    return "[" + ", ".join(f"{c[1][:12]} {c[2][:40]}{' + error' if c[3] else ''}" for c in calls[:3]) + "]"
+
+
+
+def judge_path(returned: str, repo: Path, cwd: Path) -> str:
+    """inside | outside: where a returned path really leads (links followed, case-insensitive
+    aliases of the repository counted as the repository, sub-folder climbs resolved)."""
+    path = Path(returned)
+    path = path if path.is_absolute() else cwd / path
+    real = Path(os.path.realpath(path))
+    repo_real = Path(os.path.realpath(repo))
+    if real == repo_real or real.is_relative_to(repo_real):
+        return "inside"
+    try:
+        repo_stat = os.stat(repo_real)
+    except OSError:
+        return "outside"
+    for ancestor in [real, *real.parents]:
         try:
-            rec = json.loads(line)
-        except ValueError:
+            if os.path.samestat(os.stat(ancestor), repo_stat):   # the repository under another spelling
+                return "inside"
+        except OSError:
             continue
-        if "import_error" in rec:
-            battery.import_errors.append(f"{rec['module']}: {rec['import_error']}")
-            if rec["module"] == "tools.py":
-                battery.error = f"tools.py does not import: {rec['import_error']}"
-                return battery
-            continue
-        if rec.get("started"):
-            started = rec
-            continue
-        rec["detail"] = rec.get("detail", "").replace(str(work.resolve()), "<tmp>").replace(str(work), "<tmp>")
-        battery.probes.append(rec)
-        started = None
-    if started is not None:  # the process died or was killed inside this probe
-        why = ran.describe() if (ran.timed_out or ran.crashed) else "no answer"
-        battery.probes.append({**started, "result": "hung" if ran.timed_out else "crashed",
-                               "detail": f"the probe process ended here: {why}"})
-    if not battery.probes:
-        battery.error = f"the battery did not run ({ran.describe()}): {ran.stderr[-300:].strip()}"
+    return "outside"
+
+
+def judge_resolve(answer: dict, t: dict) -> tuple[str, str]:
+    if "hung" in answer:
+        return "hung", answer["hung"]
+    if "raised" in answer:
+        text = f"{answer['raised']}: {answer.get('message', '')[:120]}"
+        return ("refused" if answer["raised"] == "ValueError" else "crashed"), text
+    returned = answer.get("returned", "")
+    if answer.get("type") not in ("str", "PosixPath", "WindowsPath", "Path") and not answer.get("type", "").endswith("Path"):
+        return "crashed", f"returned a {answer.get('type')}, not a path: {returned[:100]}"
+    try:
+        where = judge_path(returned, t["repo"], t["parent"])
+    except (OSError, ValueError, RuntimeError) as exc:
+        return "crashed", f"returned {returned[:120]!r}, which cannot be resolved ({type(exc).__name__})"
+    return where, f"returned {returned[-120:]}"
+
+
+def judge_dispatch(answer: dict, t: dict, cls: str) -> tuple[str, str]:
+    if "hung" in answer:
+        return "hung", answer["hung"]
+    if "raised" in answer:
+        return "crashed", f"{answer['raised']}: {answer.get('message', '')[:120]}"
+    text = answer.get("returned", "")
+    if answer.get("type") != "str":
+        return "crashed", f"returned {answer.get('type')}, not a string"
+    if t["sentinel"] in text or t["secret"] in text:
+        return "leaked", text[:160]
+    if cls == "non-tool names" and not text.startswith("Error"):
+        return "leaked", f"a function that is not in TOOL_SCHEMAS was called: {text[:140]}"
+    return ("refused" if text.startswith("Error") else "answered"), text[:160]
+
+
+# --------------------------------------------------------------------------- the session
+
+class Session:
+    """Questions in, one answer per question out; an answer counts only with its question's nonce."""
+
+    def __init__(self, child):
+        self.child, self.lines = child, queue.Queue(maxsize=1000)
+        threading.Thread(target=self._read, daemon=True).start()
+
+    def _read(self):
+        """Only lines shaped like an answer are kept, each at most 1 MB, at most 1,000 waiting: a
+        learner printing without end costs the grader no memory."""
+        try:
+            for raw in iter(lambda: self.child.proc.stdout.readline(1 << 20), b""):
+                if raw.startswith(b'{"nonce"'):
+                    try:
+                        self.lines.put_nowait(raw)
+                    except queue.Full:
+                        pass
+        except (OSError, ValueError):
+            pass
+        self.lines.put(None)
+
+    def ask(self, question: dict, seconds: float) -> dict | None:
+        nonce = secrets.token_hex(8)
+        try:
+            self.child.proc.stdin.write((json.dumps({**question, "nonce": nonce}) + "\n").encode())
+            self.child.proc.stdin.flush()
+        except (OSError, ValueError):
+            return None
+        deadline = time.monotonic() + seconds
+        while True:
+            try:
+                raw = self.lines.get(timeout=max(0.01, deadline - time.monotonic()))
+            except queue.Empty:
+                return None
+            if raw is None:
+                return None
+            try:
+                answer = json.loads(raw)
+            except ValueError:
+                continue                  # the learner's own printing
+            if isinstance(answer, dict) and answer.get("nonce") == nonce:
+                return answer
+
+
+def run_battery(lab: Path, home: Path, memory_mb: int, box=None, base: Path | None = None) -> Battery:
+    """``base``: a folder the sandbox shows read-only (the tree is built there); default home."""
+    base = base or home / "battery"
+    base.mkdir(exist_ok=True)
+    t = build(base)
+    tools, helpers = tool_names(lab / "code" / "tools.py")
+    script = lab / "rubric" / "grading" / "battery_probe.py"
+    battery = Battery()
+    questions = [("resolve", p) for p in probes(t)] + [("dispatch", p) for p in dispatch_probes(t, helpers)]
+    with runner.Child([script, lab / "code"], cwd=t["parent"], env=runner.child_env(home), timeout=BATTERY_TIMEOUT,
+                      memory_mb=memory_mb, box=box, channel=True) as child:
+        if child.proc is None:
+            battery.error, battery.ran = child.error, child.finish()
+            return battery
+        session, deadline = Session(child), child.started + BATTERY_TIMEOUT
+        hello = session.ask({"op": "hello"}, 60)
+        if hello is None:
+            battery.ran = child.finish()
+            battery.error = f"the battery did not start ({battery.ran.describe()}): {battery.ran.stderr[-300:].strip()}"
+            return battery
+        battery.import_errors = [f"{m}: {e}" for m, e in hello.get("import_errors", [])][:4]
+        if any(str(e).startswith("tools.py") for e in battery.import_errors):
+            battery.error = f"tools.py does not import: {battery.import_errors[0].split(': ', 1)[-1]}"
+            battery.ran = child.finish()
+            return battery
+        alive = True
+        for op, p in questions:
+            if op == "resolve":
+                cls, what, kind, root, arg, needs = p
+                record = {"class": cls, "probe": what, "kind": kind, "argument": repr(arg)[:80]}
+            else:
+                cls, what, name, args, needs = p
+                record = {"class": cls, "probe": what, "kind": "dispatch", "argument": f"{name}({args!r:.60})"}
+            if needs and not (t["links"].get(needs) if needs != "case" else False):
+                battery.probes.append({**record, "result": "skipped", "detail": "not possible on this file system"})
+                continue
+            if not alive or time.monotonic() > deadline:
+                battery.probes.append({**record, "result": "hung", "detail": "not asked: the probe process was killed"})
+                continue
+            question = {"op": op, "root": str(root), "arg": arg} if op == "resolve" else \
+                {"op": op, "root": str(t["repo"]), "name": name, "args": args}
+            answer = session.ask(question, ANSWER_SECONDS)
+            if answer is None:
+                alive = False
+                battery.probes.append({**record, "result": "hung", "detail": "no answer: the probe process was killed here"})
+                continue
+            result, detail = judge_resolve(answer, t) if op == "resolve" else judge_dispatch(answer, t, cls)
+            battery.probes.append({**record, "result": result, "detail": detail.replace(str(t["parent"]), "<tmp>")})
+        can_parse = alive and not any(str(e).startswith("agent_loop.py") for e in battery.import_errors)
+        for what, calls in parse_probes() if can_parse else ():
+            if time.monotonic() > deadline:
+                break
+            answer = session.ask({"op": "parse", "calls": calls}, ANSWER_SECONDS)
+            if answer is None:
+                alive = False
+                battery.parsing.append({"probe": what, "result": "hung", "detail": "no answer: the probe process was killed here"})
+                break
+            result, detail = judge_parse(answer, calls)
+            battery.parsing.append({"probe": what, "result": result, "detail": detail})
+        if not alive:
+            child.end()
+        try:
+            child.proc.stdin.close()   # no more questions: the probe process ends
+        except OSError:
+            pass
+        battery.ran = child.finish()
+    battery.tool_names = sorted(tools)
     return battery

@@ -1,10 +1,14 @@
-"""Run in a child process by grading/battery.py: path attacks on the learner's tools module.
+"""Run in the sandbox by grading/battery.py: calls the learner's functions and reports what they did.
 
-    python battery_probe.py CODE_DIR WORK_DIR
+    python battery_probe.py CODE_DIR
 
-Builds a small tree in WORK_DIR (a repository, things outside it, links between them), imports
-``tools`` from CODE_DIR and prints one JSON line per probe as it finishes, so a probe that hangs
-or crashes the process loses nothing that came before it. Standard library only.
+Reads one question per line on stdin ({"nonce", "op": "resolve" | "dispatch" | "parse", ...}),
+calls the learner's function (safe_resolve, dispatch_tool, parse_tool_calls), and answers with one JSON line on stdout carrying the question's nonce: what
+the function returned (as text) or raised. It judges nothing: the grader decides, in its own
+process, against the real files, after this process is gone. The next question (and its nonce)
+is only sent once this answer arrived, and on POSIX each question is answered in a fresh fork, so
+whatever a learner function patches (this module, the grader's, the standard library) is gone
+before the next question: it can at most change its own answer. Standard library only.
 """
 
 from __future__ import annotations
@@ -15,109 +19,11 @@ import signal
 import sys
 from pathlib import Path
 
-SENTINEL = "GRADER-OUTSIDE-SENTINEL-5e1f"
-SECRET = "GRADER-ENV-SENTINEL-77c2"
 PROBE_SECONDS = 3
+MAX_TEXT = 4000
 
 
-def build(work: Path) -> dict:
-    repo, outside, evil = work / "repo", work / "outside", work / "repo_evil"
-    for folder in (repo / "sub", outside, evil, work / "repo2", work / "Repo"):
-        folder.mkdir(parents=True, exist_ok=True)
-    (repo / "file.py").write_text("x = 1\n")
-    (repo / "sub" / "file.py").write_text("y = 2\n")
-    (repo / "caf\u00e9.py").write_text("z = 3\n")
-    (repo / ".env").write_text(f"API_KEY={SECRET}\n")
-    (outside / "secret.txt").write_text(SENTINEL + "\n")
-    for folder in (evil, work / "repo2", work / "Repo"):
-        (folder / "x.py").write_text(SENTINEL + "\n")
-    links = {}
-    def link(name, target):
-        try:
-            os.symlink(target, repo / name)
-            links[name] = True
-        except (OSError, NotImplementedError):
-            links[name] = False
-    link("out", "../outside/secret.txt")
-    link("out_dir", "../outside")
-    link("chain1", "chain2")
-    link("chain2", "chain3")
-    link("chain3", "../outside")
-    link("loop_a", "loop_b")
-    link("loop_b", "loop_a")
-    link("self", "self")
-    link("in_link", "file.py")
-    link("in_dir", "sub")
-    link("env_link", ".env")
-    try:
-        os.symlink(repo, work / "root_link")
-        links["root_link"] = True
-    except (OSError, NotImplementedError):
-        links["root_link"] = False
-    try:
-        os.link(outside / "secret.txt", repo / "hard.txt")
-        links["hard.txt"] = True
-    except (OSError, NotImplementedError):
-        links["hard.txt"] = False
-    return {"repo": repo, "outside": outside, "evil": evil, "links": links}
-
-
-def probes(t: dict, work: Path):
-    """(class, description, kind, root, argument, needs); kind 'attack' must end inside or refused."""
-    repo, links = t["repo"], t["links"]
-    A, L = "attack", "legal"
-    yield from [
-        ("encodings", "percent-encoded dots", A, repo, "%2e%2e/outside/secret.txt", None),
-        ("encodings", "percent-encoded slash", A, repo, "..%2foutside%2fsecret.txt", None),
-        ("encodings", "fullwidth dots", A, repo, "\uff0e\uff0e/outside/secret.txt", None),
-        ("encodings", "one-dot leader characters", A, repo, "\u2025/outside/secret.txt", None),
-        ("encodings", "backslashes", A, repo, "..\\outside\\secret.txt", None),
-        ("encodings", "undecodable (surrogate) name", A, repo, "bad\udcffname.py", None),
-        ("encodings", "trailing NUL after a real escape", A, repo, "../outside/secret.txt\x00.py", None),
-        ("long paths", "200 levels of ../", A, repo, "../" * 200 + "outside/secret.txt", None),
-        ("long paths", "a 5,000-character name", A, repo, "a" * 5000, None),
-        ("long paths", "4,000 nested folders then out", A, repo, "d/" * 4000 + "../" * 4001 + "outside/secret.txt", None),
-        ("symlink chains", "three links leading out", A, repo, "chain1/secret.txt", "chain1"),
-        ("symlink chains", "link to an outside folder, then ..", A, repo, "out_dir/../outside/secret.txt", "out_dir"),
-        ("symlink chains", "link to an outside file", A, repo, "out", "out"),
-        ("symlink loops", "two links pointing at each other", A, repo, "loop_a", "loop_a"),
-        ("symlink loops", "a link to itself", A, repo, "self/x", "self"),
-        ("case variants", "sibling differing only in case", A, repo, "../Repo/x.py", None),
-        ("case variants", "upper-case repository name", A, repo, "../REPO/file.py", None),
-        ("absolute paths", "absolute path outside", A, repo, str(t["outside"] / "secret.txt"), None),
-        ("absolute paths", "/etc/passwd", A, repo, "/etc/passwd", None),
-        ("absolute paths", "absolute sibling with a shared prefix", A, repo, str(t["evil"] / "x.py"), None),
-        ("sibling prefixes", "repo2 next to repo", A, repo, "../repo2/x.py", None),
-        ("sibling prefixes", "back in, then out to repo_evil", A, repo, "../repo/../repo_evil/x.py", None),
-        ("sibling prefixes", "root given with a trailing slash", A, str(repo) + os.sep, "../repo_evil/x.py", None),
-        ("legal", "absolute path inside", L, repo, str(repo / "file.py"), None),
-        ("legal", "root given as a symlink", L, work / "root_link", "file.py", "root_link"),
-        ("legal", "root given with a trailing slash", L, str(repo) + os.sep, "file.py", None),
-        ("legal", "non-ASCII name", L, repo, "caf\u00e9.py", None),
-        ("legal", "./sub/./file.py", L, repo, "./sub/./file.py", None),
-        ("legal", "symlink to a file inside", L, repo, "in_link", "in_link"),
-        ("legal", "symlinked folder inside", L, repo, "in_dir/file.py", "in_dir"),
-    ]
-
-
-def dispatch_probes(t: dict):
-    """(class, description, name, args, needs): the result must be a string without a sentinel."""
-    outside = str(t["outside"])
-    yield from [
-        ("dispatch", "repo_root smuggled in the arguments", "read_file", {"path": "secret.txt", "repo_root": outside}, None),
-        ("dispatch", "a non-tool function by name", "is_excluded", {"parts": ["x"]}, None),
-        ("dispatch", "a dunder name", "__class__", {}, None),
-        ("dispatch", "arguments as a JSON string", "read_file", '{"path": "../outside/secret.txt"}', None),
-        ("dispatch", "a list as the path", "read_file", {"path": ["..", "outside", "secret.txt"]}, None),
-        ("dispatch", "list_directory outside", "list_directory", {"path": "../outside"}, None),
-        ("dispatch", ".env in upper case", "read_file", {"path": ".ENV"}, None),
-        ("dispatch", "a symlink to .env", "read_file", {"path": "env_link"}, "env_link"),
-        ("dispatch", "a symlink chain leading out", "read_file", {"path": "chain1/secret.txt"}, "chain1"),
-        ("hard links", "a hard link to an outside file", "read_file", {"path": "hard.txt"}, "hard.txt"),
-    ]
-
-
-class ProbeTimeout(BaseException):
+class ProbeTimeout(BaseException):  # not an Exception: a learner's `except Exception` cannot swallow it
     pass
 
 
@@ -125,76 +31,144 @@ def _alarm(signum, frame):
     raise ProbeTimeout(f"no answer within {PROBE_SECONDS} s")
 
 
-def judge_path(tools, kind, root, arg, repo: Path) -> tuple[str, str]:
+def _text(value) -> str:
+    """What the function returned, as text, whatever it is (a learner object's __str__ may raise)."""
     try:
-        got = tools.safe_resolve(root, arg)
-    except ValueError as exc:
-        return ("refused", f"ValueError: {str(exc)[:120]}")
+        text = os.fspath(value) if isinstance(value, (str, os.PathLike)) else repr(value)
+    except BaseException as exc:  # noqa: BLE001
+        text = f"<unprintable {type(value).__name__}: {type(exc).__name__}>"
+    if isinstance(text, bytes):
+        text = text.decode("utf-8", "surrogateescape")
+    return text[:MAX_TEXT]
+
+
+def call(modules: dict, question: dict) -> dict:
+    answer = {"nonce": question["nonce"]}
+    try:
+        if question["op"] == "resolve":
+            got = modules["tools"].safe_resolve(question["root"], question["arg"])
+        elif question["op"] == "dispatch":
+            got = modules["tools"].dispatch_tool(question["name"], question["args"], question["root"])
+        else:
+            got = modules["agent_loop"].parse_tool_calls(_message(question["calls"]))
+            answer["calls"] = [_view(c) for c in got[:20]] if isinstance(got, list) else None
+        answer.update(returned=_text(got), type=type(got).__name__)
     except ProbeTimeout as exc:
-        return ("hung", str(exc))
+        answer.update(hung=str(exc))
     except BaseException as exc:  # noqa: BLE001  (anything else is what we came to see)
-        return ("crashed", f"{type(exc).__name__}: {str(exc)[:120]}")
+        answer.update(raised=type(exc).__name__, message=_text(str(exc))[:200] if _safe_str(exc) else "")
+    return answer
+
+
+def _message(calls):
+    """A model message in LiteLLM's shape; calls None: a message without the attribute at all."""
+    from types import SimpleNamespace as NS
+
+    if calls is None:
+        return NS(content="")
+    return NS(content="", tool_calls=[NS(id=i, type="function", function=NS(name=n, arguments=a)) for i, n, a in calls])
+
+
+def _view(call) -> list:
+    """[id, name, arguments as JSON text, whether an error is set] of one returned ToolCall."""
     try:
-        inside = Path(got).resolve().is_relative_to(repo.resolve())
-    except (OSError, RuntimeError, ValueError, TypeError) as exc:
-        return ("crashed", f"returned {got!r:.120}, which cannot be resolved ({type(exc).__name__})")
-    return ("inside" if inside else "outside", f"returned {str(got)[-120:]}")
+        arguments = json.dumps(getattr(call, "arguments", None), sort_keys=True, default=repr)[:2000]
+    except BaseException:  # noqa: BLE001
+        arguments = "<unprintable>"
+    return [_text(getattr(call, "id", None)), _text(getattr(call, "name", None)), arguments,
+            bool(getattr(call, "error", None))]
 
 
-def main(code_dir: str, work_dir: str) -> int:
+def _safe_str(exc) -> bool:
+    try:
+        str(exc)
+        return True
+    except BaseException:  # noqa: BLE001
+        return False
+
+
+def main(code_dir: str) -> int:
+    out = sys.stdout
+    send = lambda rec: (out.write(json.dumps(rec, ensure_ascii=True) + "\n"), out.flush())  # noqa: E731
+    hello = json.loads(sys.stdin.readline())
     sys.path.insert(0, str(Path(code_dir).resolve()))
-    work = Path(work_dir).resolve()
-    t = build(work)
-    os.chdir(work)
-    emit = lambda rec: print(json.dumps(rec, ensure_ascii=True), flush=True)  # noqa: E731
+    errors = []
     try:
         import tools
     except BaseException as exc:  # noqa: BLE001
-        emit({"import_error": f"{type(exc).__name__}: {str(exc)[:300]}", "module": "tools.py"})
+        send({"nonce": hello["nonce"], "import_errors": [["tools.py", f"{type(exc).__name__}: {str(exc)[:300]}"]]})
         return 0
+    modules = {"tools": tools}
     try:
-        import agent_loop  # noqa: F401  (only to see that it imports; the probes use tools)
+        import agent_loop
+        modules["agent_loop"] = agent_loop
     except BaseException as exc:  # noqa: BLE001
-        emit({"import_error": f"{type(exc).__name__}: {str(exc)[:300]}", "module": "agent_loop.py"})
-    timed = hasattr(signal, "setitimer")
-    if timed:
-        signal.signal(signal.SIGALRM, _alarm)
-    for cls, what, kind, root, arg, needs in probes(t, work):
-        if needs and not t["links"].get(needs):
-            emit({"class": cls, "probe": what, "kind": kind, "result": "skipped", "detail": "links not available here"})
-            continue
-        emit({"class": cls, "probe": what, "kind": kind, "argument": repr(arg)[:80], "started": True})
-        if timed:
-            signal.setitimer(signal.ITIMER_REAL, PROBE_SECONDS)
-        result, detail = judge_path(tools, kind, root, arg, t["repo"])
-        if timed:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        emit({"class": cls, "probe": what, "kind": kind, "argument": repr(arg)[:80], "result": result, "detail": detail})
-    for cls, what, name, args, needs in dispatch_probes(t):
-        if needs and not t["links"].get(needs):
-            emit({"class": cls, "probe": what, "kind": "dispatch", "result": "skipped", "detail": "links not available here"})
-            continue
-        emit({"class": cls, "probe": what, "kind": "dispatch", "argument": f"{name}({args!r:.60})", "started": True})
-        if timed:
-            signal.setitimer(signal.ITIMER_REAL, PROBE_SECONDS)
-        try:
-            text = tools.dispatch_tool(name, args, str(t["repo"]))
-            if not isinstance(text, str):
-                result, detail = "crashed", f"returned {type(text).__name__}, not a string"
-            elif SENTINEL in text or SECRET in text:
-                result, detail = "leaked", text[:160]
-            else:
-                result, detail = ("refused" if text.startswith("Error") else "answered"), text[:160]
-        except ProbeTimeout as exc:
-            result, detail = "hung", str(exc)
-        except BaseException as exc:  # noqa: BLE001
-            result, detail = "crashed", f"{type(exc).__name__}: {str(exc)[:120]}"
-        if timed:
-            signal.setitimer(signal.ITIMER_REAL, 0)
-        emit({"class": cls, "probe": what, "kind": "dispatch", "argument": f"{name}({args!r:.60})",
-              "result": result, "detail": detail})
+        errors.append(["agent_loop.py", f"{type(exc).__name__}: {str(exc)[:300]}"])
+    send({"nonce": hello["nonce"], "import_errors": errors})
+    for line in sys.stdin:
+        question = json.loads(line)
+        if hasattr(os, "fork"):
+            answer_in_a_fork(modules, question, send)
+        else:
+            send(answer_here(modules, question))
     return 0
 
 
+def answer_here(modules: dict, question: dict) -> dict:
+    timed = hasattr(signal, "setitimer")
+    if timed:
+        signal.signal(signal.SIGALRM, _alarm)
+        signal.setitimer(signal.ITIMER_REAL, PROBE_SECONDS)
+    try:
+        answer = call(modules, question)
+    except ProbeTimeout as exc:  # the alarm rang between the call and its answer
+        answer = {"nonce": question["nonce"], "hung": str(exc)}
+    if timed:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+    return answer
+
+
+def answer_in_a_fork(modules: dict, question: dict, send) -> None:
+    """The learner function runs in a child that ends after this one answer."""
+    read_end, write_end = os.pipe()
+    pid = os.fork()
+    if pid == 0:
+        os.close(read_end)
+        try:
+            data = (json.dumps(answer_here(modules, question), ensure_ascii=True) + "\n").encode()
+            os.write(write_end, data)
+        finally:
+            os._exit(0)
+    os.close(write_end)
+    chunks, deadline = [], PROBE_SECONDS + 2
+    import select
+    import time
+    end, late = time.monotonic() + deadline, False
+    while time.monotonic() < end:
+        ready, _, _ = select.select([read_end], [], [], max(0.0, end - time.monotonic()))
+        if not ready:
+            late = True
+            break
+        chunk = os.read(read_end, 1 << 16)
+        if not chunk:
+            break
+        chunks.append(chunk)
+    os.close(read_end)
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except OSError:
+        pass
+    os.waitpid(pid, 0)
+    text = b"".join(chunks).decode("utf-8", "replace").strip().splitlines()
+    try:
+        answer = json.loads(text[-1]) if text else None
+    except ValueError:
+        answer = None
+    if not isinstance(answer, dict) or answer.get("nonce") != question["nonce"]:
+        answer = {"nonce": question["nonce"], "hung": f"no answer within {PROBE_SECONDS} s"} if late else \
+            {"nonce": question["nonce"], "raised": "ProcessEnded", "message": "the call ended its own process"}
+    send(answer)
+
+
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(sys.argv[1]))

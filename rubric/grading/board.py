@@ -1,15 +1,19 @@
 """The lab's own guiding tests, pristine, run on the learner's code: outcomes per test and milestone.
 
-Outcomes come from pytest's built-in --junitxml (the milestone plugin is left alone); when the run
-had to be killed, from the grader's own per-test log (grading/pytest_timer.py).
+Outcomes come from the grader's own per-test stream (grading/pytest_timer.py writes each report
+to a pipe the grader reads while the session runs), never from a file the session could rewrite
+afterwards (a junit file forged from atexit, or by a daemon, changes nothing). A test reported
+twice keeps its worse outcome. These outcomes are information: the tests run in the same process
+as the learner's code, so the points for C1-C3 also rest on the battery, judged outside.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import re
 import sys
-import xml.etree.ElementTree as ET
+import threading
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,7 +45,7 @@ class Test:
 class Board:
     tests: list = field(default_factory=list)
     ran: object = None        # runner.Ran of the pytest process
-    source: str = "junit"     # junit | log (the session was killed) | none
+    source: str = "stream"    # stream (read live by the grader) | log (a file: containers only)
     collection_error: str = ""
 
     def of(self, milestone: str) -> list:
@@ -82,30 +86,67 @@ class Board:
 CORE_FILES = ("code/tests/test_m1_*.py", "code/tests/test_m2_*.py", "code/tests/test_m3_*.py", "code/tests/test_m4_*.py")
 
 
-def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, limits: tuple, quick: bool = False) -> Board:
+def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, limits: tuple, quick: bool = False,
+              box=None) -> Board:
     """limits: (seconds per test, seconds per test after a first timeout).
     quick: only the M1-M4 tests (no litellm import): seconds instead of tens of seconds."""
-    xml, log = home / "junit.xml", home / "tests.jsonl"
+    log = home / "tests.jsonl"
     files = sorted(str(p.relative_to(lab)) for pattern in CORE_FILES for p in lab.glob(pattern)) if quick else ["code/tests"]
     args = ["-m", "pytest", "-p", "no:cacheprovider", "-p", "grading.pytest_timer", "--unlock-all",
-            f"--junitxml={xml}", "-o", "junit_family=xunit1", "-q", "--tb=short", *files]
+            "-q", "--tb=short", *files]
     if stretch and not quick:
         args.insert(-1, "--stretch")
-    env = runner.child_env(home, PYTHONPATH=str(lab / "rubric"), GRADE_LOG=str(log),
-                           GRADE_TEST_SECONDS=str(limits[0]), GRADE_TEST_SECONDS_AFTER=str(limits[1]))
-    ran = runner.run(args, cwd=lab, env=env, timeout=PYTEST_TIMEOUT, memory_mb=memory_mb)
-    board = Board(ran=ran)
-    if xml.exists():
-        board.tests = _resolve_repeats(_from_junit(xml))
+    streamed = runner.POSIX and getattr(box, "kind", "none") in ("bubblewrap", "none")
+    read_fd, write_fd = os.pipe() if streamed else (None, None)
+    channel = {"GRADE_LOG_FD": str(write_fd)} if streamed else {"GRADE_LOG": str(log)}
+    env = runner.child_env(home, PYTHONPATH=str(lab / "rubric"), GRADE_TEST_SECONDS=str(limits[0]),
+                           GRADE_TEST_SECONDS_AFTER=str(limits[1]), **channel)
+    lines: list = []
+    if streamed:
+        reader = threading.Thread(target=_drain, args=(read_fd, lines), daemon=True)
+        reader.start()
+    try:
+        with runner.Child(args, cwd=lab, env=env, timeout=PYTEST_TIMEOUT, memory_mb=memory_mb, box=box,
+                          pass_fds=(write_fd,) if streamed else ()) as child:
+            if streamed:
+                os.close(write_fd)
+                write_fd = None
+            ran = child.finish()
+    finally:
+        if write_fd is not None:
+            os.close(write_fd)
+    if streamed:
+        reader.join(timeout=5)    # everything is dead by now; a descriptor held elsewhere cannot hold us
     else:
-        board.source = "log" if log.exists() else "none"
-        board.tests = _resolve_repeats(_from_log(log)) if log.exists() else []
-    errors = [t for t in board.tests if t.milestone is None and t.outcome == "failed"]
+        lines = _read_lines(log)
+    board = Board(ran=ran, source="stream" if streamed else "log")
+    board.tests = _resolve_repeats(_from_log(lines))
+    errors = [t for t in board.tests if t.outcome == "failed" and (t.milestone is None or "::" not in t.nodeid)]
     if errors:
         board.collection_error = errors[0].message[:1500]
     if not board.tests and not ran.timed_out:
         board.collection_error = (ran.stdout[-1500:] + ran.stderr[-1500:]).strip()
     return board
+
+
+def _drain(fd: int, lines: list) -> None:
+    with open(fd, "rb", closefd=True) as fh:
+        pending = b""
+        for chunk in iter(lambda: fh.read1(65536), b""):
+            pending += chunk
+            *done, pending = pending.split(b"\n")
+            if len(lines) < 100_000:   # a learner flooding the channel: kept reading (so it never blocks), not kept
+                lines.extend(x.decode("utf-8", "replace") for x in done)
+            if len(pending) > 1 << 20:
+                pending = b""
+
+
+def _read_lines(path: Path) -> list:
+    try:
+        with open(path, encoding="utf-8", errors="replace") as fh:
+            return [line for _, line in zip(range(100_000), fh)]
+    except OSError:
+        return []
 
 
 def _milestone(nodeid: str) -> str | None:
@@ -134,37 +175,24 @@ def _resolve_repeats(tests: list) -> list:
     return tests
 
 
-def _from_junit(path: Path) -> list:
-    tests = []
-    for case in ET.parse(path).iter("testcase"):
-        file = case.get("file") or case.get("classname", "").replace(".", "/") + ".py"
-        nodeid = f"{file}::{case.get('name')}"
-        outcome, message = "passed", ""
-        for child in case:
-            if child.tag in ("failure", "error"):
-                outcome, message = "failed", (child.get("message") or "") + "\n" + (child.text or "")
-                break
-            if child.tag == "skipped":
-                outcome, message = "skipped", child.get("message") or ""
-        tests.append(_test(nodeid, outcome, message.strip()))
-    return tests
-
-
-def _from_log(path: Path) -> list:
+def _from_log(lines: list) -> list:
     """The tests that finished before the session was killed, and the one it was killed in."""
     done: dict[str, Test] = {}
     started = None
-    for line in path.read_text(encoding="utf-8", errors="replace").splitlines():
+    for line in lines:
         try:
             rec = json.loads(line)
-        except ValueError:
+        except (ValueError, RecursionError):
+            continue
+        if not isinstance(rec, dict) or not isinstance(rec.get("nodeid"), str) or rec.get("event") not in (
+                "start", "setup", "call", "teardown", "collect") or not isinstance(rec.get("outcome", ""), str):
             continue
         if rec["event"] == "start":
             started = rec["nodeid"]
             continue
         prior = done.get(rec["nodeid"])
         if prior is None or prior.outcome == "passed":
-            done[rec["nodeid"]] = _test(rec["nodeid"], rec["outcome"], rec.get("message", ""))
+            done[rec["nodeid"]] = _test(rec["nodeid"], rec.get("outcome", "failed"), str(rec.get("message", "")))
         started = None
     if started and started not in done:
         done[started] = _test(started, "timeout", "GRADER TIMEOUT: the whole test session was killed here")

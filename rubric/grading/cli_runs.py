@@ -8,6 +8,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -41,40 +42,54 @@ class CliRun:
         return f"{self.ran.describe()}: {last[0][:300]}"
 
 
-def _python(lab: Path, home: Path, args, timeout, memory_mb) -> object:
-    return runner.run(args, cwd=lab / "code", env=runner.child_env(home), timeout=timeout, memory_mb=memory_mb)
+def _python(lab: Path, home: Path, args, timeout, memory_mb, box=None) -> object:
+    return runner.run(args, cwd=lab / "code", env=runner.child_env(home), timeout=timeout, memory_mb=memory_mb, box=box)
 
 
-def breaks(lab: Path, home: Path, memory_mb: int) -> tuple[CliRun, CliRun]:
+def _blocks(text: str) -> dict:
+    try:
+        return parse_blocks(text)
+    except (RecursionError, ValueError, MemoryError):   # output shaped by learner code
+        return {}
+
+
+def breaks(lab: Path, home: Path, memory_mb: int, box=None) -> tuple[CliRun, CliRun]:
     """(defences on the learner's code, each break simulated on the learner's code)."""
-    plain = _python(lab, home, ["break_and_observe.py", "all"], BREAK_TIMEOUT, memory_mb)
-    defences = CliRun("python break_and_observe.py all", plain, parse_blocks(plain.stdout))
+    plain = _python(lab, home, ["break_and_observe.py", "all"], BREAK_TIMEOUT, memory_mb, box)
+    defences = CliRun("python break_and_observe.py all", plain, _blocks(plain.stdout))
     workspace.put_learner_code_in_reference(lab)
     try:
-        sim = _python(lab, home, ["break_and_observe.py", "all", "--simulate"], BREAK_TIMEOUT, memory_mb)
+        sim = _python(lab, home, ["break_and_observe.py", "all", "--simulate"], BREAK_TIMEOUT, memory_mb, box)
     finally:
         workspace.restore_reference(lab)
     simulated = CliRun("python break_and_observe.py all --simulate (breaks applied to the learner's functions)",
-                       sim, parse_blocks(sim.stdout))
+                       sim, _blocks(sim.stdout))
     if not simulated.ok or len(simulated.blocks) < 5:
         why = simulated.problem() or "some scenarios missing"
-        simulated = reference_breaks(lab, home, memory_mb, f"the breaks could not be applied to the learner's code: {why}")
+        simulated = reference_breaks(lab, home, memory_mb, f"the breaks could not be applied to the learner's code: {why}", box)
     return defences, simulated
 
 
-def reference_breaks(lab: Path, home: Path, memory_mb: int, why: str) -> CliRun:
+_REFERENCE: dict = {}   # the reference's breaks do not depend on the learner: run once per grader process
+
+
+def reference_breaks(lab: Path, home: Path, memory_mb: int, why: str, box=None) -> CliRun:
     """The simulated breaks on the lab's reference, when the learner's code cannot run them."""
-    workspace.restore_reference(lab)
-    ref = _python(lab, home, ["break_and_observe.py", "all", "--simulate"], BREAK_TIMEOUT, memory_mb)
-    return CliRun("python break_and_observe.py all --simulate (on the reference)", ref, parse_blocks(ref.stdout), note=why)
+    cached = _REFERENCE.get("run")
+    if cached is None or not cached.ok:
+        workspace.restore_reference(lab)
+        ref = _python(lab, home, ["break_and_observe.py", "all", "--simulate"], BREAK_TIMEOUT, memory_mb, box)
+        cached = _REFERENCE["run"] = CliRun("python break_and_observe.py all --simulate (on the reference)", ref,
+                                            _blocks(ref.stdout))
+    return dataclasses.replace(cached, note=why)
 
 
 def skipped(command: str, why: str) -> CliRun:
     return CliRun(command, runner.Ran([command], 2, "", why, 0.0, skipped=why), {}, note=why)
 
 
-def evaluate(lab: Path, home: Path, memory_mb: int) -> CliRun:
-    ran = _python(lab, home, ["evaluate.py"], EVALUATE_TIMEOUT, memory_mb)
+def evaluate(lab: Path, home: Path, memory_mb: int, box=None) -> CliRun:
+    ran = _python(lab, home, ["evaluate.py"], EVALUATE_TIMEOUT, memory_mb, box)
     return CliRun("python evaluate.py", ran)
 
 

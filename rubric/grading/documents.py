@@ -15,17 +15,6 @@ from pathlib import Path
 from grading import history
 from grading.workspace import LAB_ROOT
 
-# Words from each question's "What a strong answer covers" note (lower case, prefixes allowed).
-QUESTION_WORDS = {
-    "1": ("hallucinat", "react", "observation", "evidence"),
-    "2": ("description", "name", "parameter", "schema"),
-    "3": ("json.loads", "string", "tool_call_id", "parse_tool_calls", "dispatch_tool"),
-    "4": ("assistant", "tool_call_id", "400", "provider"),
-    "5": ("max_steps", "safe_resolve", "containment", "visibility"),
-    "6": ("context", "snippet", "tool", "retriev"),
-    "7": ("?",),
-    "StarcallOS": ("starcallos", "root", "refus", "observation", "budget", "step", "citation", "sandbox"),
-}
 FACTUAL_ERRORS = (
     (re.compile(r"arguments?\W+(?:is|are|arrives?|comes?)\W+(?:already\W+)?(?:a\W+)?(?:python\W+)?dict", re.I),
      "says the arguments arrive as a dict (on the wire they are a JSON string)"),
@@ -88,8 +77,7 @@ class Answer:
     title: str
     answer: list = field(default_factory=list)
     after: list = field(default_factory=list)
-    words_found: list = field(default_factory=list)
-    words_missing: list = field(default_factory=list)
+    question: str = ""        # the question's own words (prompt and note), for checking the answer engages it
     lifted: list = field(default_factory=list)        # sentences found verbatim in the lesson
     errors: list = field(default_factory=list)
 
@@ -99,9 +87,10 @@ class Answer:
 
     def as_dict(self) -> dict:
         return {"key": self.key, "title": self.title, "answered": self.answered, "words": words(self.answer),
-                "after_m6_words": words(self.after), "key_words_found": self.words_found,
-                "key_words_missing": self.words_missing, "lifted_from_lesson": self.lifted,
-                "factual_errors": self.errors, "excerpt": excerpt(self.answer), "after_m6_excerpt": excerpt(self.after, 250)}
+                "after_m6_words": words(self.after), "lifted_from_lesson": self.lifted,
+                "factual_errors": self.errors, "excerpt": excerpt(self.answer), "after_m6_excerpt": excerpt(self.after, 250),
+                "text": " ".join(norm(x) for x in self.answer), "after_text": " ".join(norm(x) for x in self.after),
+                "question": self.question}
 
 
 def _lesson_text() -> str:
@@ -113,6 +102,17 @@ def _lifted(lines, lesson: str) -> list:
     text = " ".join(norm(line) for line in lines)
     sentences = re.split(r"(?<=[.!?])\s+", text)
     return [s for s in sentences if len(s.split()) >= 10 and norm(s).lower().rstrip(".") in lesson][:3]
+
+
+def _question_lines(lines, template: set) -> list:
+    """The template's own words above **Your answer:** (the prompt and its note)."""
+    out = []
+    for line in lines:
+        if norm(line) == "**Your answer:**":
+            break
+        if norm(line) in template:
+            out.append(norm(line).lstrip("> ").strip("*_"))
+    return out
 
 
 def understanding(path: Path) -> dict:
@@ -130,10 +130,7 @@ def understanding(path: Path) -> dict:
         answer_part, _, after_part = body.partition("**After M6:**")
         answer_part = answer_part.split("**Your answer:**", 1)[-1]
         a = Answer(key, title, own_lines(answer_part.splitlines(), template), own_lines(after_part.splitlines(), template))
-        text = " ".join(a.answer + a.after).lower()
-        wanted = QUESTION_WORDS.get(key, ())
-        a.words_found = [w for w in wanted if w in text]
-        a.words_missing = [w for w in wanted if w not in text]
+        a.question = " ".join([title] + _question_lines(lines, template))
         a.lifted = _lifted(a.answer + a.after, lesson)
         a.errors = [why for pattern, why in FACTUAL_ERRORS if pattern.search(" ".join(a.answer + a.after))]
         answers.append(a)
@@ -191,7 +188,8 @@ def failure_analysis(path: Path, fresh_blocks: dict, fresh_eval: str) -> dict:
             blocks = parse_blocks(raw_subs.get("Evidence", ""))
             pasted = blocks.get(scenario)
             entry = {"parts": {p: words(subs.get(p, [])) for p in PARTS}, "evidence_block": pasted is not None,
-                     "excerpts": {p: excerpt(subs.get(p, []), 200) for p in ("Hypothesis", "Design decision that prevents it")}}
+                     "excerpts": {p: excerpt(subs.get(p, []), 200) for p in ("Hypothesis", "Design decision that prevents it")},
+                     "prose": {p: prose(raw_subs.get(p, ""), template) for p in PARTS}, "pasted": pasted or {}}
             if pasted is not None and scenario in fresh_blocks:
                 entry["comparison"] = compare_block(pasted, fresh_blocks[scenario])
                 entry["pasted_ran"] = pasted.get("ran", "")
@@ -210,14 +208,18 @@ def failure_analysis(path: Path, fresh_blocks: dict, fresh_eval: str) -> dict:
                 "command_given": "evaluate.py" in "\n".join(table) or "evaluate.py" in raw_subs.get("Component table", ""),
                 "interpretation_words": words(subs.get("What the numbers say", [])),
                 "interpretation": excerpt(subs.get("What the numbers say", []), 500),
-                "mentions": [w for w in ("root", "shop-total-bug", "weakest", "--model", "grounded", "component")
-                             if w in " ".join(subs.get("What the numbers say", [])).lower()],
+                "interpretation_text": prose(raw_subs.get("What the numbers say", ""), template),
+                "table_text": raw_subs.get("Component table", "")[:20000],
             }
         elif "right evidence" in lower:
             mine = subs.get("My case", [])
-            out["my_case"] = {"words": words(mine), "excerpt": excerpt(mine, 500),
-                              "says_which": any(w in " ".join(mine).lower() for w in ("reasoning failure", "boundary failure"))}
+            out["my_case"] = {"words": words(mine), "excerpt": excerpt(mine, 500), "text": " ".join(norm(x) for x in mine)}
     return out
+
+
+def prose(text: str, template: set) -> str:
+    """The learner's own sentences in a section: fenced blocks (pasted output, commands) left out."""
+    return " ".join(norm(x) for x in own_lines(re.sub(r"```.*?(```|$)", "", text, flags=re.S).splitlines(), template))
 
 
 def _part(title: str) -> str:
@@ -273,5 +275,28 @@ def saved_runs(sub: Path, limit: int = 200) -> list:
             "tools_before_answer": (first_call is not None and (first_answer is None or first_call < first_answer))
             if messages else (len(calls) > 0 if isinstance(calls, list) else False),
             "answer": str(data.get("answer", ""))[:300],
+            **_checks_out(messages, sub),
         })
     return found
+
+
+def _checks_out(messages, sub: Path) -> dict:
+    """A saved run is the learner's own only if what its tools returned is what the files say:
+    every read_file result's numbered lines are compared with that file in the submission."""
+    from grading.prose import _file
+    checked, wrong = 0, []
+    for m in messages if isinstance(messages, list) else []:
+        content = m.get("content") if isinstance(m, dict) and m.get("role") == "tool" else None
+        head = re.match(r"\[File: (\S+) ", content or "")
+        if not head:
+            continue
+        path = _file(sub, head.group(1))
+        real = path.read_text(encoding="utf-8", errors="replace").splitlines() if path else []
+        for n, text in re.findall(r"^\s*(\d+)\| ?(.*)$", content, re.M)[:400]:
+            checked += 1
+            if not (0 < int(n) <= len(real)) or real[int(n) - 1].rstrip() != text.rstrip():
+                wrong.append(f"{head.group(1)}:{n}")
+    why = (f"{len(wrong)} of {checked} read_file lines differ from the files ({', '.join(wrong[:3])})" if wrong
+           else f"{checked} read_file lines match the files" if checked else "no read_file result to check it against")
+    return {"checks_out": checked > 0 and not wrong, "check_note": why}
+

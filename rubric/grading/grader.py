@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-import shutil
+import functools
+import os
 import subprocess
 import tempfile
 import time
@@ -11,7 +12,9 @@ from pathlib import Path
 
 from grading import board as board_mod
 from grading import battery as battery_mod
-from grading import cli_runs, criteria, documents, learner_code, runner, workspace
+from grading import cli_runs, criteria, documents, learner_code, prose, runner, similarity, workspace
+from grading import sandbox as sandbox_mod
+from grading.sandbox import Box
 from grading.report import code
 from grading.workspace import LAB_ROOT
 
@@ -25,46 +28,102 @@ def lab_version() -> str:
     return f"{LAB_ROOT.name} {out}".strip()
 
 
+class NoSandbox(RuntimeError):
+    """No sandbox can run learner code here, and --no-sandbox was not given."""
+
+
+def make_box(sandbox: str, tmp: Path, lab: Path, home: Path, battery: Path) -> Box:
+    """The sandbox every learner command of this submission runs in: the lab and the battery tree
+    read-only, the work folder (home) the only writable one."""
+    kind, why = choose_sandbox(sandbox)
+    if not kind:
+        raise NoSandbox(f"{why}; {sandbox_mod.HOW_TO_GET_ONE}")
+    if kind in ("docker", "podman"):
+        os.chmod(home, 0o777)   # the container's unprivileged user writes there
+    return Box(kind, readonly=[lab, battery], writable=[home])
+
+
+@functools.lru_cache(maxsize=8)
+def choose_sandbox(sandbox: str) -> tuple[str, str]:
+    return sandbox_mod.choose(sandbox)
+
+
 def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEFAULT_MEMORY_MB,
           test_seconds: float = 60.0, after_seconds: float = 2.0, keep: bool = False, quick: bool = False,
-          as_submitted: bool = False) -> dict:
-    """The whole report as a dict (see report.markdown for how it reads)."""
+          as_submitted: bool = False, sandbox: str = "auto") -> dict:
+    """The whole report as a dict (see report.markdown for how it reads).
+
+    sandbox: auto | bubblewrap | docker | podman | none. Raises NoSandbox when the one asked for
+    cannot run here (none never needs one: the instructor asked for it)."""
     started = time.monotonic()
     tmp = Path(tempfile.mkdtemp(prefix="grade-"))
     try:
         notes = workspace.copy_submission(submission, tmp / "submission")
         root = workspace.find_lab_root(tmp / "submission")
-        lab, home = tmp / "lab", tmp / "home"
+        lab, home, battery_tree = tmp / "lab", tmp / "home", tmp / "battery"
         home.mkdir()
+        battery_tree.mkdir()
+        box = make_box(sandbox, tmp, lab, home, battery_tree)
         missing = workspace.build_lab(lab, root / "code", as_submitted)
-        board = board_mod.run_board(lab, home, stretch, memory_mb, (test_seconds, after_seconds), quick)
-        battery = battery_mod.run_battery(lab, home, memory_mb)
+        board = board_mod.run_board(lab, home, stretch, memory_mb, (test_seconds, after_seconds), quick, box=box)
+        battery = battery_mod.run_battery(lab, home, memory_mb, box=box, base=battery_tree)
         hung = [t.name for t in board.tests if t.outcome == "timeout" and t.milestone in ("M4", "M5", "M6")]
         if hung:  # the loop does not return: every tool below would only wait for its own timeout
             why = f"skipped: the learner's loop did not return in the tests ({hung[0]} timed out)"
             defences, simulated = cli_runs.skipped("python break_and_observe.py all", why), \
-                cli_runs.reference_breaks(lab, home, memory_mb, why)
+                cli_runs.reference_breaks(lab, home, memory_mb, why, box=box)
             evaluation = cli_runs.skipped("python evaluate.py", why)
         else:
-            defences, simulated = cli_runs.breaks(lab, home, memory_mb)
-            evaluation = cli_runs.evaluate(lab, home, memory_mb)
+            defences, simulated = cli_runs.breaks(lab, home, memory_mb, box=box)
+            evaluation = cli_runs.evaluate(lab, home, memory_mb, box=box)
+        unreadable: list = []   # a parser of submission content that gave up (too deep, too big)
         ev = {
             "board": board, "battery": battery, "defences": defences, "simulated": simulated,
             "evaluation": evaluation, "missing_modules": missing,
-            "signals": learner_code.signals(root / "code"), "integrity": learner_code.integrity(root),
-            "understanding": documents.understanding(root / "UNDERSTANDING.md"),
-            "failure": documents.failure_analysis(root / "FAILURE_ANALYSIS.md", simulated.blocks or {},
-                                                  evaluation.text() if evaluation.ok else ""),
-            "saved_runs": documents.saved_runs(root), "quick": quick, "as_submitted": as_submitted,
+            "signals": _guarded(unreadable, "learner_code.signals", [], learner_code.signals, root / "code"),
+            "integrity": _guarded(unreadable, "integrity", learner_code.empty_integrity(), learner_code.integrity, root),
+            "understanding": _guarded(unreadable, "UNDERSTANDING.md", {"exists": False},
+                                      documents.understanding, root / "UNDERSTANDING.md"),
+            "failure": _guarded(unreadable, "FAILURE_ANALYSIS.md", {"exists": False}, documents.failure_analysis,
+                                root / "FAILURE_ANALYSIS.md", simulated.blocks or {},
+                                evaluation.text() if evaluation.ok else ""),
+            "saved_runs": _guarded(unreadable, "saved runs", [], documents.saved_runs, root),
+            "quick": quick, "as_submitted": as_submitted, "sandbox": box.kind, "limits": box.limits,
+            "unreadable": unreadable,
+            "reference_matches": _guarded(unreadable, "similarity.reference_matches", [], similarity.reference_matches,
+                                          root / "code"),
         }
+        ev["prose"] = _guarded(unreadable, "prose review", {}, prose.review, root, ev["understanding"], ev["failure"],
+                               simulated.blocks or {})
         result = assemble(submission, ev, stretch, notes)
     finally:
         if keep:
             print(f"grade: kept the work folder {tmp}", flush=True)
         else:
-            shutil.rmtree(tmp, ignore_errors=True)
+            workspace.remove_tree(tmp)
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
+
+
+def _guarded(unreadable: list, what: str, default, fn, *args):
+    """fn(*args), or ``default`` with a note when the submission's content defeats the parser."""
+    try:
+        return fn(*args)
+    except (RecursionError, MemoryError, ValueError, OSError, UnicodeError) as exc:
+        unreadable.append(f"{what}: could not be read ({type(exc).__name__}: {str(exc)[:120]})")
+        return default
+
+
+def could_not_grade(submission: Path, why: str) -> dict:
+    """The row of a submission the grader could not finish: a clear reason, never the class's run."""
+    rubric = criteria.load_rubric()
+    out = [{"number": n, "title": c.title, "weight": c.weight, "level": "could not grade", "points": 0,
+            "reasons": [why], "evidence": [], "signals": []} for n, c in sorted(rubric.items())]
+    return {"learner": submission.name, "submission": str(submission), "lab": lab_version(), "criteria": out,
+            "total": 0, "max_total": sum(c["weight"] for c in out), "could_not_grade": why, "sandbox": "",
+            "integrity": {"flags": {}, "lines": [f"- could not grade: {why}"]}, "runs": [], "copy_notes": [],
+            "board": {}, "tests": [], "battery": {}, "understanding": {}, "failure_analysis": {}, "saved_runs": [],
+            "note": "Suggested levels only: the instructor decides.", "seconds": 0}
 
 
 def assemble(submission: Path, ev: dict, stretch: bool, notes) -> dict:
@@ -77,23 +136,29 @@ def assemble(submission: Path, ev: dict, stretch: bool, notes) -> dict:
         s = suggestions[number]
         sig = [asdict(x) for x in ev["signals"] if x.criterion == number]
         out.append({"number": number, "title": c.title, "weight": c.weight, "level": s.level, "points": s.points,
-                    "reasons": s.reasons, "evidence": builders[number](c, ev), "signals": sig})
+                    "reasons": s.reasons, "mark": s.mark, "rule": s.rule, "confidence": s.confidence,
+                    "quotes": s.quotes, "evidence": builders[number](c, ev), "signals": sig})
     integ = _integrity(ev)
     b = ev["board"]
     what = "the M1-M4 test files (--quick)" if ev.get("quick") else "code/tests" + (" --stretch" if stretch else "")
     runs = [(f"python -m pytest --unlock-all {what} (the lab's pristine tests)",
-             b.ran.describe() + ("" if b.source == "junit" else f"; outcomes from the grader's log ({b.source})")),
+             b.ran.describe() + ("" if b.source == "stream" else f"; outcomes from the grader's log ({b.source})")),
             ("battery_probe.py (instructor sandbox battery)", ev["battery"].ran.describe()),
             (ev["defences"].command, ev["defences"].ran.describe()),
             (ev["simulated"].command, ev["simulated"].ran.describe()),
             (ev["evaluation"].command, ev["evaluation"].ran.describe())]
+    ran = [b.ran, ev["battery"].ran, ev["defences"].ran, ev["simulated"].ran, ev["evaluation"].ran]
+    cpu = [r.cpu_seconds for r in ran if r is not None and getattr(r, "cpu_seconds", None) is not None]
     return {
+        "sandbox": ev.get("sandbox", "none"), "limits": ev.get("limits", ""), "unreadable": ev.get("unreadable", []),
+        "learner_cpu_seconds": round(sum(cpu), 1) if cpu else None,
         "learner": submission.resolve().name, "submission": str(submission), "lab": lab_version(),
         "criteria": out, "total": sum(c["points"] for c in out), "max_total": sum(c["weight"] for c in out),
         "integrity": integ, "runs": runs, "copy_notes": notes.skipped,
         "board": {m.id: b.line(m.id) for m in board_mod.milestones(stretch)},
         "tests": [asdict(t) for t in b.tests],
-        "battery": ev["battery"].classes(), "understanding": ev["understanding"], "failure_analysis": ev["failure"],
+        "battery": ev["battery"].classes(), "parse_observed": ev["battery"].parse_summary(),
+        "understanding": ev["understanding"], "failure_analysis": ev["failure"],
         "saved_runs": ev["saved_runs"],
         "note": "Suggested levels only: the instructor decides.",
     }
@@ -152,6 +217,12 @@ def code_block(text: str) -> str:
 
 def _ev_loop(c, ev):
     lines = ["- Tests named in the rubric:"] + _test_lines(ev["board"], c.tests)
+    parsed = ev["battery"].parse_summary()
+    if parsed["of"]:
+        lines.append(f"- `parse_tool_calls` observed in the sandbox and judged by the grader (inputs drawn per run): "
+                     f"{'not started' if parsed['not_started'] else str(parsed['correct']) + ' of ' + str(parsed['of'])} "
+                     "cases as its contract says")
+        lines += [f"    - {w}" for w in parsed["wrong"][:4] if not parsed["not_started"]]
     runaway = (ev["defences"].blocks or {}).get("runaway")
     if runaway:
         lines.append(f"- `break_and_observe.py runaway` on the learner's unbroken code: ended {code(runaway.get('ended', '?'))}, "
@@ -194,9 +265,12 @@ def _ev_understanding(c, ev):
         if a["key"] == "StarcallOS":
             continue
         state = "answered" if a["answered"] else "**template / empty**"
+        r = ev.get("prose", {}).get("answers", {}).get(a["key"], {})
         lines.append(f"- Q{a['key']} {a['title'].split('.', 1)[-1].strip()}: {state}, {a['words']} words (After M6: "
-                     f"{a['after_m6_words']}); key words from its note: {', '.join(a['key_words_found']) or 'none'}"
-                     + (f"; not used: {', '.join(a['key_words_missing'])}" if a["key_words_missing"] else ""))
+                     f"{a['after_m6_words']}); specific: {', '.join(r.get('specific', [])) or 'nothing'}; "
+                     f"engages its question: {'yes' if r.get('engages') else 'no'}")
+        lines += [f"    - `{c['claim']}` {'checks out' if c['ok'] else 'does not match its line' if c['ok'] is False else 'not found'}"
+                  f": line reads {code(c['line'])}" for c in r.get("claims", [])[:3]]
         if a["answered"]:
             lines.append("    " + documents_quote(a["excerpt"]))
         for s in a["lifted_from_lesson"]:
@@ -230,8 +304,9 @@ def _ev_failure(c, ev):
         if "your code" not in b.get("pasted_ran", "your code") and b.get("evidence_block"):
             lines.append(f"    - the pasted block says it ran on {code(b['pasted_ran'])}, not the learner's own code")
     mine = fa.get("my_case", {})
-    lines.append(f"- Right evidence, wrong answer / My case: {mine.get('words', 0)} words"
-                 + ("; names boundary vs reasoning failure" if mine.get("says_which") else ""))
+    lines.append(f"- Right evidence, wrong answer / My case: {mine.get('words', 0)} words")
+    lines += [f"- finding: {f}" for f in ev.get("prose", {}).get("failure_findings", [])[:6]
+              + ev.get("prose", {}).get("my_case_findings", [])]
     if mine.get("excerpt"):
         lines.append("    " + documents_quote(mine["excerpt"]))
     return lines
@@ -250,6 +325,7 @@ def _ev_evaluation(c, ev):
                      f"(of {e['fresh_rows']}); a table from `--model` is expected to differ")
         lines += [f"    - differs: {code(r[:160])}" for r in e["differing_rows"][:3]]
         lines.append(f"- Interpretation: {e['interpretation_words']} words")
+        lines += [f"- finding: {f}" for f in ev.get("prose", {}).get("evaluation_findings", [])[:3]]
         if e["interpretation"]:
             lines.append("    " + documents_quote(e["interpretation"]))
     else:
@@ -270,6 +346,8 @@ def _ev_starcall(c, ev):
 def _integrity(ev) -> dict:
     integ, board = ev["integrity"], ev["board"]
     changed = {m: i["changed"] for m, i in integ["modules"].items() if i["changed"]}
+    added = {m: i.get("added", []) for m, i in integ["modules"].items() if i.get("added")}
+    refused = integ.get("refused_modules", [])
     same = [q for q, i in integ["functions"].items() if i.get("matches_reference")]
     stubs = [q for q, i in integ["functions"].items() if i.get("stub")]
     core_stubs = [q for q in stubs if not q.startswith("stretch.")]
@@ -279,7 +357,8 @@ def _integrity(ev) -> dict:
     timeouts = [t.name for t in board.tests if t.outcome == "timeout"]
     flags = {"tests_or_harness_edited": guarded, "provided_code_changed": [f"{m}: {', '.join(v)}" for m, v in changed.items()]
              + integ["provided_edited"], "matches_reference_solution": same, "stubs_still_raising": core_stubs,
-             "timeouts": len(timeouts), "does_not_import": broken}
+             "timeouts": len(timeouts), "does_not_import": broken,
+             "shadowing_modules_refused": [f"{p} ({why})" for p, why in refused]}
     lines = [
         "- What ran: " + ("the learner's tools.py, agent_loop.py and stretch.py as submitted (--as-submitted)" if ev["as_submitted"]
                           else "the learner's functions (and any definitions they added) inside this lab's provided code; "
@@ -293,7 +372,13 @@ def _integrity(ev) -> dict:
         "- Learner modules outside the learner functions (AST, as the course checks compare them): "
         + ("; ".join(f"{m} differs in {', '.join(map(code, v))}" for m, v in changed.items()) if changed else "identical to a shipped version"),
         "- Other provided files changed: " + (", ".join(map(code, integ["provided_edited"])) or "none"),
+        "- Added at the top level of the learner modules (kept, so their functions can use them): "
+        + ("; ".join(f"{m}: {', '.join(map(code, v[:8]))}" for m, v in added.items()) if added else "nothing"),
+        "- Files in code/ that the lab never shipped: " + (", ".join(map(code, integ.get("not_shipped", [])[:20]))
+                                                          or "none")
+        + (f" ({len(integ['not_shipped'])} listed)" if len(integ.get("not_shipped", [])) > 20 else ""),
     ]
+    lines += [f"- **refused** {code(p)}: {why}; not put in the lab, so it changed nothing that ran" for p, why in refused]
     for q, i in integ["functions"].items():
         if not i["exists"]:
             lines.append(f"- {q}: **missing or renamed**")
@@ -306,6 +391,8 @@ def _integrity(ev) -> dict:
     lines += [f"- {b}" for b in broken]
     if timeouts:
         lines.append(f"- {len(timeouts)} test(s) hit the grader's time limit (an endless loop?): {', '.join(timeouts[:5])}")
+    lines.append(f"- Sandbox: {ev.get('limits') or ev.get('sandbox', 'none')}")
+    lines += [f"- {u}" for u in ev.get("unreadable", [])]
     if not runner.POSIX:
         lines.append("- Windows: learner code ran with a timeout only (no memory ceiling, no per-test limit)")
     return {"flags": flags, "lines": lines}

@@ -41,6 +41,8 @@ def parse(path: Path):
         return ast.parse(source), source, ""
     except SyntaxError as exc:
         return None, source, f"{path.name} does not parse: SyntaxError on line {exc.lineno}: {exc.msg}"
+    except (ValueError, RecursionError, MemoryError) as exc:   # nested too deep for the parser
+        return None, source, f"{path.name} cannot be read by the grader: {type(exc).__name__}"
 
 
 def function(tree, name: str):
@@ -85,6 +87,7 @@ def signals(code_dir: Path) -> list:
 def _run_agent(fn, src):
     S = lambda *a: Signal(2, "run_agent", *a)  # noqa: E731
     fors = [n for n in ast.walk(fn) if isinstance(n, ast.For) and _calls(n.iter, "range") and _mentions(n.iter, "max_steps")]
+    fors += [n for n in ast.walk(fn) if isinstance(n, ast.While) and _counted(n)]
     whiles = [n for n in ast.walk(fn) if isinstance(n, ast.While)]
     forever = [n for n in whiles if isinstance(n.test, ast.Constant) and n.test.value]
     loops = [i for i, s in enumerate(fn.body) if isinstance(s, (ast.For, ast.While))]
@@ -97,7 +100,8 @@ def _run_agent(fn, src):
     wrapping = [t for t in ast.walk(fn) if isinstance(t, ast.Try) and any(isinstance(n, (ast.For, ast.While)) for s in t.body for n in ast.walk(s))]
     ordered = bool(turn and results and min(c.lineno for c in turn) < min(c.lineno for c in results))
     return [
-        S("`for ... in range(max_steps)` loop", bool(fors), True, _lines(src, fors)),
+        S("counted loop bounded by max_steps (`for ... in range(max_steps)`, `while steps < max_steps`, ...)",
+          bool(fors), True, _lines(src, fors)),
         S("`while True` loop", bool(forever), False, _lines(src, forever)),
         S("returns MAX_STEPS_REACHED after the loop", bool(after), True, _lines(src, after)),
         S("assistant_turn(...) appended before tool_result(...)", ordered, True, _lines(src, turn + results)),
@@ -105,6 +109,14 @@ def _run_agent(fn, src):
         S("finish_reason used", bool(finish), False, _lines(src, finish)),
         S("try/except around the whole loop", bool(wrapping), False, _lines(src, wrapping)),
     ]
+
+
+def _counted(loop) -> bool:
+    """``while <counter> < max_steps`` (any comparison with max_steps) whose body advances a counter."""
+    test_names = {n.id for n in ast.walk(loop.test) if isinstance(n, ast.Name)}
+    bumped = {n.target.id for n in ast.walk(loop) if isinstance(n, ast.AugAssign) and isinstance(n.target, ast.Name)}
+    bumped |= {t.id for n in ast.walk(loop) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    return isinstance(loop.test, ast.Compare) and _mentions(loop.test, "max_steps") and bool(test_names & bumped - {"max_steps"})
 
 
 def _parse_tool_calls(fn, src):
@@ -127,14 +139,23 @@ def _safe_resolve(fn, src):
     S = lambda *a: Signal(3, "safe_resolve", *a)  # noqa: E731
     resolve = _calls(fn, "resolve") + _calls(fn, "realpath")
     component = _calls(fn, "is_relative_to") + _calls(fn, "relative_to") + _calls(fn, "commonpath")
+    component += [n for n in ast.walk(fn) if isinstance(n, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in n.ops)
+                  and any(isinstance(c, ast.Attribute) and c.attr == "parents" for c in n.comparators)]
     prefix = _calls(fn, "startswith")
     norm = _calls(fn, "normpath") + _calls(fn, "abspath")
     typed = [c for c in _calls(fn, "isinstance") if len(c.args) == 2 and _mentions(c.args[1], "str")]
+    on_text = [c for c in prefix if isinstance(c.func, ast.Attribute) and _mentions(c.func.value, "rel_path")]
+    texty = [n for n in ast.walk(fn) if isinstance(n, ast.Compare) and any(isinstance(o, (ast.In, ast.NotIn)) for o in n.ops)
+             and _mentions(n, "rel_path") and not (isinstance(n.left, ast.Constant) and "\x00" in str(n.left.value))] + on_text
     nul = [n for n in ast.walk(fn) if isinstance(n, ast.Constant) and isinstance(n.value, str) and "\x00" in n.value]
     return [
         S("the path is resolved (resolve/realpath)", bool(resolve), True, _lines(src, resolve)),
-        S("containment by components (is_relative_to/relative_to/commonpath)", bool(component), True, _lines(src, component)),
+        S("containment by components (is_relative_to/relative_to/commonpath/`in target.parents`)", bool(component), True,
+          _lines(src, component)),
         S("string-prefix check (startswith)", bool(prefix), False, _lines(src, prefix)),
+        S("no containment check: the path's text is compared instead (fixed names, a leading '..')",
+          not component and all(c in on_text for c in prefix) and bool(texty),
+          False, _lines(src, texty)),
         S("normpath/abspath (these do not follow symlinks)", bool(norm) and not resolve, False, _lines(src, norm)),
         S("non-string paths refused (isinstance ... str)", bool(typed), True, _lines(src, typed)),
         S("NUL bytes refused", bool(nul), True, _lines(src, nul)),
@@ -170,7 +191,9 @@ def _learner_names(module: str) -> list:
 
 
 def _outside_learner_functions(tree, module: str) -> dict:
-    """Top-level name -> AST dump, learner function bodies reduced to their docstring."""
+    """Top-level name (or, for an import or other statement, its own text) -> AST dump, learner
+    function bodies reduced to their docstring. Keyed by content, never by line number, so an added
+    import or helper shifts nothing else."""
     learner = set(_learner_names(module))
     out = {}
     for node in tree.body:
@@ -179,19 +202,28 @@ def _outside_learner_functions(tree, module: str) -> dict:
             node.body = node.body[:1]
         names = [getattr(node, "name", None)] if hasattr(node, "name") else \
             [t.id for t in getattr(node, "targets", [getattr(node, "target", None)]) if isinstance(t, ast.Name)]
-        key = names[0] if names and names[0] else f"line {getattr(node, 'lineno', '?')} ({type(node).__name__})"
+        key = names[0] if names and names[0] else _statement(node)
         out[key] = out.get(key, "") + ast.dump(node, include_attributes=False)
     return out
 
 
-def _changed_names(theirs: dict, shipped_versions: list) -> list:
-    """Top-level definitions that differ from every shipped version (the closest one reported)."""
+def _statement(node) -> str:
+    try:
+        return " ".join(ast.unparse(node).split())[:80]
+    except (ValueError, RecursionError):
+        return type(node).__name__
+
+
+def _changed_names(theirs: dict, shipped_versions: list) -> tuple[list, list]:
+    """(provided definitions changed or removed, top-level things added), against the closest
+    shipped version."""
     best = None
     for ours in shipped_versions:
-        diff = sorted(k for k in set(theirs) | set(ours) if theirs.get(k) != ours.get(k))
-        if best is None or len(diff) < len(best):
-            best = diff
-    return best or []
+        changed = sorted(k for k in ours if theirs.get(k) != ours[k])
+        added = sorted(k for k in theirs if k not in ours)
+        if best is None or len(changed) + len(added) < len(best[0]) + len(best[1]):
+            best = (changed, added)
+    return best or ([], [])
 
 
 def _is_stub(fn) -> bool:
@@ -203,10 +235,14 @@ def _body(fn) -> str:
     return "\n".join(ast.unparse(s) for s in body)
 
 
+def empty_integrity() -> dict:
+    return {"modules": {}, "functions": {}, "guarded_edited": [], "guarded_missing": [], "guarded_added": [],
+            "provided_edited": [], "not_shipped": [], "refused_modules": []}
+
+
 def integrity(sub: Path) -> dict:
     """What changed in the submission compared with the lab it came from."""
-    report = {"modules": {}, "functions": {}, "guarded_edited": [], "guarded_missing": [], "guarded_added": [],
-              "provided_edited": []}
+    report = empty_integrity()
     reference = LAB_ROOT / "rubric" / "reference"
     for module in LEARNER_MODULES:
         entry = report["modules"][module] = {"exists": (sub / "code" / module).is_file(), "error": "", "changed": []}
@@ -216,7 +252,7 @@ def integrity(sub: Path) -> dict:
             continue
         shipped = [_outside_learner_functions(ast.parse(t), module) for t in history.versions(f"code/{module}")
                    if _parses(t)]
-        entry["changed"] = _changed_names(_outside_learner_functions(tree, module), shipped)
+        entry["changed"], entry["added"] = _changed_names(_outside_learner_functions(tree, module), shipped)
         ref_tree, _, _ = parse(reference / module)
         for name in _learner_names(module):
             fn, ref = function(tree, name), function(ref_tree, name) if ref_tree else None
@@ -240,6 +276,7 @@ def integrity(sub: Path) -> dict:
             continue
         if not history.is_shipped(rel, theirs.read_bytes()) and (guarded or rel.endswith(".py")):
             report["guarded_edited" if guarded else "provided_edited"].append(rel)
+    report["not_shipped"], report["refused_modules"] = not_shipped(sub)
     for folder in ("code/tests", "code/harness"):
         if (sub / folder).is_dir():
             shipped = history.shipped_paths(folder + "/")
@@ -248,9 +285,33 @@ def integrity(sub: Path) -> dict:
     return report
 
 
+def not_shipped(sub: Path, limit: int = 200) -> tuple[list, list]:
+    """(every file under code/ that no version of the lab shipped, [(file, why refused)] for the
+    ones that would shadow a module the lab, Python or an installed package loads)."""
+    from grading.workspace import shadows, walk
+
+    shipped = history.shipped_paths("code/")
+    extra, refused = [], []
+    code = sub / "code"
+    if not code.is_dir():
+        return extra, refused
+    for here, dirs, files in walk(code):
+        dirs[:] = [d for d in dirs if d != "__pycache__"]
+        for name in files:
+            rel = (here / name).relative_to(sub).as_posix()
+            if rel in shipped or name.endswith(".pyc") or (here == code and name in LEARNER_MODULES):
+                continue
+            if len(extra) < limit:
+                extra.append(rel)
+            why = shadows(name) if here == code and name.endswith((".py", ".pth")) else ""
+            if why:
+                refused.append((rel, why))
+    return extra, refused
+
+
 def _parses(text: str) -> bool:
     try:
         ast.parse(text)
         return True
-    except SyntaxError:
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
         return False

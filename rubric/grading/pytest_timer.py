@@ -4,7 +4,9 @@ A learner's ``while True: pass`` would otherwise hold the whole run until the gr
 timeout, and with it every outcome. On POSIX each test gets GRADE_TEST_SECONDS (SIGALRM); once a
 test has timed out, the rest get GRADE_TEST_SECONDS_AFTER, since the loop is already on record.
 The timeout is a BaseException, so a learner's ``except Exception`` cannot swallow it.
-Every report is also appended to GRADE_LOG (JSON lines), which survives a killed session.
+Every report is also written as a JSON line to GRADE_LOG_FD, a pipe the grader reads while the
+session runs (so a later rewrite of any file, from atexit or a daemon, changes nothing it read),
+or appended to the file GRADE_LOG where no descriptor can be passed (a container).
 """
 
 from __future__ import annotations
@@ -29,19 +31,33 @@ def _budget() -> float:
     return later if _state["timeouts"] else first
 
 
-def _log(record: dict) -> None:
+def _log(record: dict, _fd=os.environ.get("GRADE_LOG_FD"), _write=os.write, _dumps=json.dumps) -> None:
+    # bound at import, before any learner code: a later patch of os.write or json does not reach here
+    if _fd:
+        data = (_dumps(record) + "\n").encode()
+        while data:
+            data = data[_write(int(_fd), data):]
+        return
     path = os.environ.get("GRADE_LOG")
     if path:
         with open(path, "a", encoding="utf-8") as fh:
-            fh.write(json.dumps(record) + "\n")
+            fh.write(_dumps(record) + "\n")
+
+
+def pytest_collectreport(report, _log=_log):
+    if report.failed:
+        _log({"nodeid": report.nodeid or "collection", "event": "collect", "outcome": "failed",
+              "message": str(report.longrepr)[:1500]})
 
 
 def _alarm(signum, frame):
     raise GraderTimeout(f"GRADER TIMEOUT: the test ran longer than {_budget():g} s (an endless loop?)")
 
 
+# Each hook holds the logger as a default argument (pluggy never passes those): patching this
+# module's _log from a learner function does not silence the reports that follow.
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item, nextitem):
+def pytest_runtest_protocol(item, nextitem, _log=_log):
     _log({"nodeid": item.nodeid, "event": "start"})
     usable = hasattr(signal, "setitimer")
     if usable:
@@ -55,7 +71,7 @@ def pytest_runtest_protocol(item, nextitem):
 
 
 @pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_makereport(item, call):
+def pytest_runtest_makereport(item, call, _log=_log):
     outcome = yield
     report = outcome.get_result()
     if call.excinfo is not None and call.excinfo.errisinstance(GraderTimeout):

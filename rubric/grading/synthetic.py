@@ -25,21 +25,24 @@ ANSWERS = {
          "add the missing file. With read_file the loop becomes ReAct: a thought, an action, then an observation "
          "that comes from my dispatch_tool, so the next step rests on evidence from the repository.",
     "2": "Only the name, the description and the parameters schema reach the model; the function body never does. "
-         "It picks a tool by reading descriptions, so two near-identical descriptions would make it choose by "
-         "position or at random. In the vague-tools run my scripted model picked the wrong tool four times out of "
-         "five. A good description says what it returns, its limits and when to prefer it.",
+         "It picks read_file or search_code by reading descriptions, so two near-identical descriptions would make it choose by "
+         "position or at random. In the vague-tools run my scripted model picked the right tool 1 time out of "
+         "5. A good description says what it returns, its limits and when to prefer it.",
     "3": "The model emits a tool call whose function.arguments is a JSON string. parse_tool_calls runs json.loads "
          "on that string inside a try, so broken JSON becomes a ToolCall with error set. run_agent appends the "
          "assistant turn, then dispatch_tool runs the tool with the root my code chose, and tool_result(call.id, "
-         "text) answers the tool_call_id. The next request contains the whole history plus those results.",
+         "text) answers the tool_call_id. The next request contains the whole history plus those results. The "
+         "decoding is `json.loads` in parse_tool_calls ({{agent_loop.py:parse_tool_calls:json.loads}}).",
     "4": "A tool result answers one specific call by its tool_call_id, and the provider looks for that id in the "
          "assistant turn just before it. Without the assistant message the provider returns HTTP 400 because the "
          "results answer calls that are not in the conversation; the strict fake provider in the tests does the "
-         "same. One result per id, in order, keeps parallel calls matched.",
+         "same. One result per id, in order, keeps parallel calls matched: my run_agent appends `assistant_turn` "
+         "({{agent_loop.py:run_agent:assistant_turn}}) before any `tool_result`.",
     "5": "(a) Without max_steps a model that never stops would burn the budget: the runaway block showed 50 calls "
          "and a growing history. (b) Without safe_resolve the containment check is gone and ../outside leaks; "
          "visibility is a separate rule that still hides .env inside the root. (c) Without feeding results back "
-         "the model repeats itself because it never sees an observation.",
+         "the model repeats itself because it never sees an observation. My containment check is "
+         "in safe_resolve ({{tools.py:safe_resolve:resolve()}} resolves first); .env is refused by the visibility rule.",
     "6": "For 'what does TAX_RATE default to?' the injected snippet from shop/settings.py is all the context the "
          "model needs. For 'why does order_total raise AttributeError?' it must read service.py, see item.cost, "
          "then search for the Item class: the second tool call depends on the first observation, which retrieval "
@@ -98,41 +101,114 @@ def understanding(filled: bool) -> str:
     return "\n".join(out) + "\n"
 
 
-def failure_analysis(filled: bool, mismatch: bool = False) -> str:
+# Per break: hypothesis, the edit, a reading of the pasted block ({field} from it), the decision
+# that prevents it ({{file:function:snippet}} becomes file:line in the learner's code), the cost.
+BREAKS = {
+    "runaway": (
+        "With `while True:` in place of the cap, the scripted model asks for one more file on every turn and "
+        "nothing in run_agent ends the run, so I expect the harness ceiling to stop it with the history growing.",
+        "In agent_loop.run_agent I replaced the counted loop header with `while True:`.",
+        "It made {steps} and the block says {ended}. Tokens in grew because each call resends the history.",
+        "The counted loop in run_agent ({{agent_loop.py:run_agent:max_steps}}) caps model calls at `max_steps` "
+        "and returns MAX_STEPS_REACHED after it.",
+        "At the block's prices ({cost}) one run is cheap; a real model stuck like this burns it for every "
+        "user, and the projection line shows the context window filling first."),
+    "escape": (
+        "With the containment check gone, the instruction planted in README.md should get `../outside/secret.txt` "
+        "and the sibling `../repo_evil` read; `.env` should stay refused because visibility is a separate rule.",
+        "In tools.safe_resolve I returned the resolved path without comparing it with the root.",
+        "The block says leaked {leaked} and {escaped}; the `.env` probe was still refused by visibility.",
+        "safe_resolve resolves first and then compares by components ({{tools.py:safe_resolve:resolve()}}); "
+        "dispatch_tool passes the application's repo_root, never one from the arguments.",
+        "A leaked secret cannot be taken back: one run that prints a key means a rotated key and an incident."),
+    "amnesia": (
+        "If run_agent never appends the tool results, the model sees no observation, so it should repeat its "
+        "first search_code call until max_steps stops it.",
+        "In agent_loop.run_agent I removed the `messages.append(tool_result(...))` line.",
+        "The block says {results seen} and {repeats}: the same search again and again.",
+        "run_agent appends `tool_result` for each call ({{agent_loop.py:run_agent:tool_result}}) right after "
+        "the assistant turn.",
+        "Every call is paid for ({cost}) and wasted, and the user waits for an answer that never comes."),
+    "raw-arguments": (
+        "Passing function.arguments to dispatch_tool as the raw string should make every call fail, because the "
+        "tools need a dict; the model retries until max_steps.",
+        "In agent_loop.parse_tool_calls I used the arguments string as it came instead of `json.loads` on it.",
+        "The block says {tool calls} and {valid calls}: {first error}",
+        "parse_tool_calls decodes the arguments with `json.loads` ({{agent_loop.py:parse_tool_calls:json.loads}}) "
+        "and marks bad JSON with an error the model can read.",
+        "Nothing leaks, but every step fails ({cost}) and the run ends with no answer."),
+    "vague-tools": (
+        "If read_file, search_code and list_directory are described in nearly the same words, the scripted "
+        "model should choose by position and call the wrong tool for most of its five steps.",
+        "I applied the harness's edit that gives the tools near-identical descriptions in TOOL_SCHEMAS.",
+        "The block says {tool choice}; {tool calls}.",
+        "Distinct descriptions in TOOL_SCHEMAS (what each returns and when to prefer it), which dispatch_tool "
+        "looks up in TOOL_FUNCTIONS ({{tools.py:dispatch_tool:TOOL_FUNCTIONS}}).",
+        "Wrong tools cost steps ({cost}) and trust: the answer rests on files the model never meant to read."),
+}
+INTERPRETATION = (
+    "In my table the scripted bad run on shop-total-bug reads both files and cites grounded lines, yet `root` "
+    "is NO and `symbols` 2/3: it never names price, so root cause named (1/1 against 0/1) separates the two "
+    "runs there. The weakest component of the bad run is evidence read (5/5 against 2/5). Context hit is 5/5 "
+    "for both runs because the scripted questions all start from the injected snippets.")
+MY_CASE = [
+    "- Question: why does order_total raise AttributeError?", "- Command: python evaluate.py",
+    "- Trajectory: search_code, read_file shop/service.py, read_file shop/models.py",
+    "- What the answer said: Item has no attribute cost.",
+    "- Which components passed, which failed: context, read, tools, cited and grounded passed; root NO.",
+    "- This is a reasoning failure, not a boundary failure: every boundary held and both files were read, "
+    "yet the answer never joined price and cost.",
+    "- A second pass that checks the answer names both symbols would catch it, measured by the root cause row."]
+
+
+def _fill(text: str, fields: dict) -> str:
+    return re.sub(r"\{([a-z ]+)\}", lambda m: fields.get(m.group(1), m.group(0)).split(";")[0], text)
+
+
+def failure_analysis(filled: bool, mismatch: bool = False, parts: dict | None = None) -> str:
+    """A filled FAILURE_ANALYSIS.md (``parts`` replaces the learner's prose: keys as in BREAKS plus
+    "interpretation" and "my case")."""
     if not filled:
         return (LAB_ROOT / "FAILURE_ANALYSIS.md").read_text(encoding="utf-8")
-    blocks = evidence_blocks()
-    parts = ["# Failure Analysis (Lesson 06, M6)", ""]
+    from grading.documents import parse_blocks
+    blocks, parts = evidence_blocks(), parts or {}
+    out = ["# Failure Analysis (Lesson 06, M6)", ""]
     for i, name in enumerate(("runaway", "escape", "amnesia", "raw-arguments", "vague-tools"), 1):
         block = blocks[name]
         if mismatch and name == "runaway":
             block = re.sub(r"^(steps\s*:).*$", r"\1 12 model calls", block, flags=re.M)
             block = re.sub(r"^(ended\s*:).*$", r"\1 max_steps: the loop returned MAX_STEPS_REACHED", block, flags=re.M)
-        parts += [f"## Break {i}: {name}", "", "### Hypothesis", "",
-                  f"I expect the {name} break to show its failure within the harness ceiling, because the one "
-                  "decision that prevents it is gone and nothing else in the loop stands in for it.", "",
-                  "### What I changed", "", f"I made the edit the harness suggests for {name} in my own code.", "",
-                  "### Command", "", "```bash", "cd code", f"python break_and_observe.py {name}", "```", "",
-                  "### Evidence", "", "```text", block.rstrip("\n"), "```", "",
-                  "The number that surprised me most was the token count.", "",
-                  "### Design decision that prevents it", "", "The matching line in my code prevents it; I point at it "
-                  "in the review.", "", "### Production cost", "", "At the block's prices one run is cheap, a hundred "
-                  "a day add up, and the user waits for nothing.", ""]
-    parts += ["## Evaluation", "", "### Command", "", "```bash", "cd code", "python evaluate.py", "```", "",
-              "### Component table", "", "```text", evaluation_table().rstrip("\n"), "```", "",
-              "### What the numbers say", "",
-              "The root cause component alone separates the good and the bad run on shop-total-bug: the bad run "
-              "reads both files, cites grounded lines and still names only cost. The weakest component of the bad "
-              "run is evidence read, which fails on three questions. Valid tool use is the same for the good runs "
-              "because the scripted model never repeats itself there; a real model would.", "",
-              "## Right evidence, wrong answer", "", "### My case", "",
-              "- Question: why does order_total raise AttributeError?", "- Command: python evaluate.py",
-              "- Trajectory: search_code, read_file service.py, read_file models.py",
-              "- What the answer said: Item has no attribute cost.",
-              "- This is a reasoning failure, not a boundary failure: every boundary held and both files were read, "
-              "yet the answer never joined price and cost. A second pass that checks the answer names both would "
-              "catch it, measured by the root cause component.", ""]
-    return "\n".join(parts)
+        fields = parse_blocks(f"```text\n{block}```").get(name, {})
+        hyp, changed, reading, decision, cost = (parts.get(k, v) for k, v in zip(
+            ("hypothesis", "changed", "reading", "decision", "cost"), BREAKS[name]))
+        out += [f"## Break {i}: {name}", "", "### Hypothesis", "", _fill(hyp, fields), "",
+                "### What I changed", "", changed, "",
+                "### Command", "", "```bash", "cd code", f"python break_and_observe.py {name}", "```", "",
+                "### Evidence", "", "```text", block.rstrip("\n"), "```", "", _fill(reading, fields), "",
+                "### Design decision that prevents it", "", decision, "",
+                "### Production cost", "", _fill(cost, fields), ""]
+    out += ["## Evaluation", "", "### Command", "", "```bash", "cd code", "python evaluate.py", "```", "",
+            "### Component table", "", "```text", evaluation_table().rstrip("\n"), "```", "",
+            "### What the numbers say", "", parts.get("interpretation", INTERPRETATION), "",
+            "## Right evidence, wrong answer", "", "### My case", ""]
+    mine = parts.get("my case", MY_CASE)
+    return "\n".join(out + ([mine] if isinstance(mine, str) else list(mine)) + [""])
+
+
+def resolve_refs(path: Path, code_dir: Path) -> None:
+    """``{{file.py:function:snippet}}`` in a document becomes ``file.py:N``, N the first line of
+    ``function`` (after its docstring) holding ``snippet``, as a learner would point at it."""
+    def where(m):
+        module, name, snippet = m.group(1), m.group(2), m.group(3)
+        source = (code_dir / module).read_text(encoding="utf-8")
+        node = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef) and n.name == name)
+        lines = source.splitlines()
+        for n in range(node.body[0].end_lineno + 1, node.end_lineno + 1):
+            if snippet in lines[n - 1]:
+                return f"{module}:{n}"
+        return module
+    text = path.read_text(encoding="utf-8")
+    path.write_text(re.sub(r"\{\{([\w.]+):(\w+):([^}]+)\}\}", where, text), encoding="utf-8")
 
 
 def _ignore(folder, names):
@@ -149,13 +225,23 @@ def plant(path: Path, function: str, body: str) -> None:
     path.write_text("".join(lines), encoding="utf-8")
 
 
+FUNCTION_MODULE = {"safe_resolve": "tools.py", "dispatch_tool": "tools.py", "parse_tool_calls": "agent_loop.py",
+                   "run_agent": "agent_loop.py"}
+
+
 def make(dst: Path, *, code: str = "stub", mutant=None, docs: str = "template", mismatch: bool = False,
-         tests_edited: bool = False, loop_forever: bool = False, import_crash: bool = False) -> Path:
-    """A learner repository at ``dst``: the lab, with the chosen code and documents."""
+         tests_edited: bool = False, loop_forever: bool = False, import_crash: bool = False,
+         functions: dict | None = None) -> Path:
+    """A learner repository at ``dst``: the lab, with the chosen code and documents.
+
+    ``functions`` (name -> body) is planted over ``code``: a learner's own work rather than a copy
+    of rubric/reference/ (which the grader holds for a talk with the learner)."""
     shutil.copytree(LAB_ROOT, dst, ignore=_ignore)
     if code == "reference":
         for name in LEARNER_MODULES:
             shutil.copyfile(LAB_ROOT / "rubric" / "reference" / name, dst / "code" / name)
+    for name, body in (functions or {}).items():
+        plant(dst / "code" / FUNCTION_MODULE[name], name, body)
     if mutant is not None:
         plant(dst / "code" / mutant.module, mutant.function, mutant.body)
     if loop_forever:
@@ -169,4 +255,6 @@ def make(dst: Path, *, code: str = "stub", mutant=None, docs: str = "template", 
                         encoding="utf-8")
     (dst / "UNDERSTANDING.md").write_text(understanding(docs == "filled"), encoding="utf-8")
     (dst / "FAILURE_ANALYSIS.md").write_text(failure_analysis(docs == "filled", mismatch), encoding="utf-8")
+    for name in ("UNDERSTANDING.md", "FAILURE_ANALYSIS.md"):
+        resolve_refs(dst / name, dst / "code")
     return dst

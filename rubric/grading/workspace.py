@@ -1,17 +1,24 @@
 """Copies: the submission (read once, never modified) and a pristine lab around the learner's code.
 
-The lab copy comes from the grader's own repository (the one holding rubric/grade.py): its tests,
-harness, fixture repository and provided modules. Only the learner-owned modules are taken from
-the submission, so a test edited to pass changes nothing here (integrity reports the edit).
+The lab copy comes from the grader's own repository (the one holding rubric/grade.py): the files
+it ships (`git ls-files`, or lab-manifest.txt where there is no git), never reports, submissions,
+keys or caches that happen to sit in its root. It is made once per grader process and copied
+for each learner. Only the learner-owned modules are taken from the submission, so a test edited
+to pass changes nothing here (integrity reports the edit). Every walk here is iterative, so a
+1,000-deep folder chain in a submission is copied (or refused) and removed like any other.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
+import importlib.metadata
 import os
 import shutil
 import stat
+import subprocess
 import sys
+import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -24,6 +31,74 @@ SKIP_DIRS = {".git", ".hg", ".svn", ".venv", "venv", "env", "node_modules", "__p
 SHADOWING = {"pytest", "_pytest", "pluggy", "litellm", "numpy", "dotenv", "sitecustomize", "usercustomize", "harness"}
 MAX_FILES = 5000
 MAX_BYTES = 50 << 20              # a submission bigger than this is copied only up to here
+MAX_DEPTH = 64                    # folders deeper than this are not copied (noted)
+MANIFEST = "lab-manifest.txt"     # the shipped files, one per line, where the lab has no git
+
+
+@functools.lru_cache(maxsize=1)
+def installed_modules() -> frozenset:
+    """Top-level module names of the installed distributions (a learner file must not shadow one)."""
+    try:
+        return frozenset(importlib.metadata.packages_distributions())
+    except Exception:  # noqa: BLE001  (a broken distribution's metadata must not stop the grader)
+        return frozenset()
+
+
+def shadows(filename: str) -> str:
+    """Why a file in a learner's code/ would change how the lab runs, or ""."""
+    stem = filename.split(".", 1)[0]
+    if filename.endswith(".pth"):
+        return "a .pth file runs code when Python starts"
+    if stem in SHADOWING or stem in ("sitecustomize", "usercustomize"):
+        return f"{stem} would replace a module the lab or Python loads"
+    if stem in sys.stdlib_module_names:
+        return f"{stem} is a standard-library module"
+    if stem in installed_modules():
+        return f"{stem} is an installed package's module"
+    return ""
+
+
+def walk(root: Path):
+    """(folder, [sub-folder names], [file names]) top-down, iteratively, links never followed;
+    prune by editing the sub-folder list as with os.walk."""
+    stack = [root]
+    while stack:
+        here = stack.pop()
+        try:
+            entries = sorted(os.scandir(here), key=lambda e: e.name)
+        except OSError:
+            continue
+        dirs = [e.name for e in entries if e.is_dir(follow_symlinks=False)]
+        files = [e.name for e in entries if not e.is_dir(follow_symlinks=False)]
+        yield here, dirs, files
+        stack.extend(here / d for d in reversed(dirs))
+
+
+def remove_tree(root: Path) -> None:
+    """rmtree that survives any depth (shutil.rmtree recurses) and read-only folders."""
+    root = Path(root)
+    if not os.path.lexists(root):
+        return
+    if root.is_symlink() or not root.is_dir():
+        root.unlink(missing_ok=True)
+        return
+    order = []
+    for folder, dirs, files in walk(root):
+        try:
+            os.chmod(folder, 0o700)
+        except OSError:
+            pass
+        for name in files + [d for d in dirs if (folder / d).is_symlink()]:
+            try:
+                os.unlink(folder / name)
+            except OSError:
+                pass
+        order.append(folder)
+    for folder in reversed(order):
+        try:
+            os.rmdir(folder)
+        except OSError:
+            pass
 
 
 @dataclass
@@ -46,12 +121,14 @@ def copy_submission(src: Path, dst: Path) -> CopyNotes:
     notes = CopyNotes()
     src = src.resolve()
     dst.mkdir(parents=True)
-    for folder, dirs, files in os.walk(src, followlinks=False):
-        here = Path(folder)
+    for here, dirs, files in walk(src):
         rel_dir = here.relative_to(src)
         kept = []
         for d in sorted(dirs):
             if d in SKIP_DIRS:
+                continue
+            if len(rel_dir.parts) >= MAX_DEPTH:
+                notes.skip(str(rel_dir / d)[:200], f"deeper than {MAX_DEPTH} folders, not copied")
                 continue
             if (here / d).is_symlink():
                 _keep_link(src, here / d, rel_dir / d, dst, notes)
@@ -79,7 +156,11 @@ def copy_submission(src: Path, dst: Path) -> CopyNotes:
             if notes.files >= MAX_FILES or notes.bytes + info.st_size > MAX_BYTES:
                 notes.skip(str(rel), "size limit reached")
                 continue
-            shutil.copyfile(path, dst / rel, follow_symlinks=False)
+            try:
+                shutil.copyfile(path, dst / rel, follow_symlinks=False)
+            except OSError as exc:
+                notes.skip(str(rel), f"not copied ({exc.strerror})")
+                continue
             notes.files += 1
             notes.bytes += info.st_size
     return notes
@@ -111,8 +192,40 @@ def find_lab_root(submission: Path) -> Path:
     return inner[0] if len(inner) == 1 else submission
 
 
-def _ignore_for_lab(folder, names):
-    return [n for n in names if n in SKIP_DIRS or n == ".env" and not folder.endswith("fixture_repo")]
+def shipped_files() -> list:
+    """The lab's shipped files, relative: `git ls-files`, else lab-manifest.txt, else code/ and
+    rubric/ without keys and caches."""
+    try:
+        proc = subprocess.run(["git", "-C", str(LAB_ROOT), "ls-files", "-z"], capture_output=True, timeout=60)
+        if proc.returncode == 0 and proc.stdout:
+            return [p for p in proc.stdout.decode("utf-8", "surrogateescape").split("\0") if p]
+    except (OSError, subprocess.SubprocessError):
+        pass
+    manifest = LAB_ROOT / MANIFEST
+    if manifest.is_file():
+        return [line.strip() for line in manifest.read_text(encoding="utf-8").splitlines() if line.strip()]
+    found = []
+    for top in ("code", "rubric"):
+        for here, dirs, files in walk(LAB_ROOT / top):
+            dirs[:] = [d for d in dirs if d not in SKIP_DIRS and not d.startswith(".")]
+            found += [(here / f).relative_to(LAB_ROOT).as_posix() for f in files
+                      if f != ".env" or here.name == "fixture_repo"]
+    return found
+
+
+@functools.lru_cache(maxsize=1)
+def pristine_lab() -> Path:
+    """One copy of the shipped lab per grader process; every learner's lab is copied from it."""
+    dst = Path(tempfile.mkdtemp(prefix="grade-lab-")) / "lab"
+    for rel in shipped_files():
+        src = LAB_ROOT / rel
+        if src.is_symlink() or not src.is_file():
+            continue
+        (dst / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copyfile(src, dst / rel)
+    import atexit
+    atexit.register(remove_tree, dst.parent)
+    return dst
 
 
 def splice(pristine: str, theirs: str, names) -> str:
@@ -157,13 +270,12 @@ def build_lab(dst: Path, learner_code: Path, as_submitted: bool = False) -> list
     used as it is, so the import error becomes evidence. Returns the learner modules that were
     missing (those keep the shipped stub).
     """
-    shutil.copytree(LAB_ROOT, dst, ignore=_ignore_for_lab, symlinks=True)
+    shutil.copytree(pristine_lab(), dst, symlinks=True)
     missing = []
     for extra in sorted(learner_code.glob("*.py")) if learner_code.is_dir() else []:
         # a helper module the learner added (imported by their tools.py?); never one the lab ships
         if extra.is_file() and not extra.is_symlink() and not (dst / "code" / extra.name).exists() \
-                and extra.stem not in SHADOWING and extra.stem not in sys.stdlib_module_names \
-                and not extra.stem.startswith(("test_", "conftest")):
+                and not shadows(extra.name) and not extra.stem.startswith(("test_", "conftest")):
             shutil.copyfile(extra, dst / "code" / extra.name)
     for name in LEARNER_MODULES:
         theirs, ours = learner_code / name, dst / "code" / name
@@ -177,7 +289,7 @@ def build_lab(dst: Path, learner_code: Path, as_submitted: bool = False) -> list
         functions = [q.split(".")[1] for q in learner_functions() if q.split(".")[0] + ".py" == name]
         try:
             ours.write_text(splice(ours.read_text(encoding="utf-8"), text, functions), encoding="utf-8")
-        except SyntaxError:
+        except (SyntaxError, ValueError, RecursionError, MemoryError):  # too deep or broken: run it as it is
             shutil.copyfile(theirs, ours)
     return missing
 
@@ -195,4 +307,4 @@ def put_learner_code_in_reference(lab: Path) -> None:
 
 def restore_reference(lab: Path) -> None:
     for name in ("tools.py", "agent_loop.py"):
-        shutil.copyfile(LAB_ROOT / "rubric" / "reference" / name, lab / "rubric" / "reference" / name)
+        shutil.copyfile(pristine_lab() / "rubric" / "reference" / name, lab / "rubric" / "reference" / name)

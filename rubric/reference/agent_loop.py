@@ -11,11 +11,9 @@ Learner-owned (the rest of this file is provided):
 from __future__ import annotations
 
 import json
-import re
 from dataclasses import dataclass
-from types import SimpleNamespace
 
-from tools import NOT_RUN_KEY, TOOL_FUNCTIONS, TOOL_SCHEMAS, dispatch_tool, shorten
+from tools import TOOL_SCHEMAS, dispatch_tool, shorten
 
 # A confused model can ask for tools forever; the loop never makes more model calls than this.
 DEFAULT_MAX_STEPS = 10
@@ -23,14 +21,9 @@ DEFAULT_MAX_STEPS = 10
 # What a capped run's return value starts with, so callers can tell "stopped" from "answered".
 MAX_STEPS_REACHED = "MAX_STEPS_REACHED"
 
-# Budgets per turn, so they hold in total and not only per tool: at most MAX_CALLS_PER_TURN calls
-# are run (bounded_reply), and each result is cut at MAX_OBSERVATION_CHARS (tool_result), so one
-# turn's results stay under 12 x 16,000 characters however many calls the model asks for.
-MAX_CALLS_PER_TURN = 12
+# Each result is cut at MAX_OBSERVATION_CHARS (tool_result); the completion wrapper runs at most
+# llm.MAX_CALLS_PER_TURN calls per turn, so one turn's results stay bounded in total.
 MAX_OBSERVATION_CHARS = 16_000
-MAX_ARGUMENT_CHARS = 20_000
-_TOOL_NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")   # what providers accept back as a tool name
-_CALL_ID = re.compile(r"[A-Za-z0-9_.:-]{1,128}")
 
 
 @dataclass
@@ -55,7 +48,7 @@ def assistant_turn(message) -> dict:
     the object if it is sent back. Content is None (JSON null) when the model wrote no text:
     "" makes LiteLLM send Gemini an empty text part, which Google rejects. Arguments that are not a JSON object are sent back as
     "{}" (the problem reaches the model as that call's result); ids and names are kept as they
-    are, so they match the tool results (bounded_reply has already made them usable strings).
+    are, so they match the tool results (llm.bounded_reply has already made them usable strings).
     """
     calls = []
     for raw in getattr(message, "tool_calls", None) or []:
@@ -95,49 +88,6 @@ def tool_result(call_id: str, content: str) -> dict:
     return {"role": "tool", "tool_call_id": call_id, "content": content}
 
 
-def bounded_reply(message):
-    """The model's message made safe to run and to send back; the completion wrapper applies it.
-
-    Applied before parse_tool_calls and assistant_turn see the message, so both see the same
-    calls: ids become unique non-empty strings (a repeated id would answer two calls with one
-    result), a name that is not a short plain string becomes "invalid_tool_name", arguments
-    that are not a string are encoded, and a call past MAX_CALLS_PER_TURN, or with arguments
-    over MAX_ARGUMENT_CHARS, keeps its id but gets arguments ``{"_not_run": "<why>"}``:
-    check_arguments returns that text, so it is answered with an error and never run.
-    """
-    raws = list(getattr(message, "tool_calls", None) or [])
-    content = getattr(message, "content", None)
-    calls, seen = [], set()
-    for index, raw in enumerate(raws):
-        function = getattr(raw, "function", None)
-        call_id = getattr(raw, "id", None)
-        if not (isinstance(call_id, str) and _CALL_ID.fullmatch(call_id)) or call_id in seen:
-            call_id = f"call_{index}" if f"call_{index}" not in seen else f"call_{index}_{len(seen)}"
-        seen.add(call_id)
-        name, arguments = getattr(function, "name", None), getattr(function, "arguments", None)
-        why = None
-        if not (isinstance(name, str) and _TOOL_NAME.fullmatch(name)):
-            why = f"the tool name {shorten(name, 60)} is not a tool; the tools are {', '.join(TOOL_FUNCTIONS)}"
-            name = "invalid_tool_name"
-        if arguments is None:
-            arguments = ""
-        elif not isinstance(arguments, str):
-            try:
-                arguments = json.dumps(arguments)
-            except (TypeError, ValueError, RecursionError):
-                arguments = ""
-        if index >= MAX_CALLS_PER_TURN:
-            why = (f"not run: this turn asked for {len(raws)} tool calls and at most {MAX_CALLS_PER_TURN} "
-                   "are run per turn; ask again for the ones you still need")
-        elif len(arguments) > MAX_ARGUMENT_CHARS:
-            why = f"not run: the arguments were {len(arguments):,} characters; the limit is {MAX_ARGUMENT_CHARS:,}"
-        if why:
-            arguments = json.dumps({NOT_RUN_KEY: why})
-        calls.append(SimpleNamespace(id=call_id, type="function",
-                                     function=SimpleNamespace(name=name, arguments=arguments)))
-    return SimpleNamespace(content=content if isinstance(content, str) else None, tool_calls=calls or None)
-
-
 def parse_tool_calls(message) -> list[ToolCall]:
     """Extract the tool calls from a model message (LiteLLM's shape) as ToolCall objects.
 
@@ -152,7 +102,10 @@ def parse_tool_calls(message) -> list[ToolCall]:
                   (``json.loads`` raises RecursionError, which is not a ValueError), a number
                   too long to convert (over 4,300 digits: ValueError), or JSON that is not an
                   object, gives a ToolCall with ``arguments={}`` and ``error`` saying what was
-                  wrong.
+                  wrong, in words the model can act on: that the arguments are not valid JSON
+                  (with json's reason), or that they must be a JSON object (and what they were).
+        keeps      every call, even two identical ones (same name and arguments, two ids): each
+                   id must get its own tool result, or the provider rejects the next request.
 
     Hint: ``getattr(message, "tool_calls", None) or []`` covers the three "no calls" cases;
     ``json.loads`` the arguments string inside try/except (catch RecursionError too). See lesson/lesson.agent.md,

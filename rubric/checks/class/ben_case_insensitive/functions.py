@@ -1,0 +1,12 @@
+def safe_resolve(repo_root, rel_path):
+    if not isinstance(rel_path, str) or "\x00" in rel_path or len(rel_path) > MAX_PATH_CHARS:
+        raise ValueError(f"refused path {str(rel_path)[:80]!r}")
+    try:
+        root = Path(repo_root).resolve()
+        target = (root / rel_path).resolve()
+    except (OSError, RuntimeError) as exc:
+        raise ValueError(f"cannot resolve {rel_path!r}: {exc}") from None
+    # compare without case, so README.md and readme.md count as the same place
+    if not Path(str(target).lower()).is_relative_to(str(root).lower()):
+        raise ValueError(f"{rel_path!r} is outside the repository")
+    return target

