@@ -64,7 +64,7 @@ def test_a_thought_before_the_call_stays_as_the_text():
     (call,) = message.tool_calls
     assert message.content == "I look for the total." and call.id == "text_call_0"
     assert call.function.name == "read_file" and json.loads(call.function.arguments) == {"path": "shop/service.py"}
-    assert agent_loop.bounded_reply(message).tool_calls[0].id == "text_call_0"
+    assert importlib.import_module("llm").bounded_reply(message).tool_calls[0].id == "text_call_0"
 
 
 def test_what_a_small_model_imagines_after_its_call_is_dropped():
