@@ -207,3 +207,35 @@ def test_the_lab_s_own_question_gets_its_code_as_context(tmp_path):
     paths = [s.path for s in result.snippets]
     assert paths[0] == "config.py" and not [p for p in paths if p.startswith(("eval/", "fixture_repo/"))], paths
     assert "PROVIDER_DEFAULTS" in result.snippets[0].text and result.snippets[0].text.rstrip().endswith(")")
+
+
+# ---------------------------------------------------------------- live (opt-in): any model .env names
+
+@pytest.mark.live
+def test_a_live_run_keeps_the_protocol(finished, tmp_path, monkeypatch):
+    """Whatever model code/.env names (a local llama-server as well as a hosted one): protocol facts
+    only, never the answer's wording. python -m pytest --reference -m live rubric/checks/test_local_model.py"""
+    from harness.paths import SENTINEL
+
+    monkeypatch.setenv("COPILOT_CACHE_DIR", str(tmp_path / "cache"))
+    try:
+        settings = finished.config.load_settings()
+    except finished.config.ConfigError:
+        pytest.skip("live test skipped: no provider configured in code/.env")
+    steps = 4
+    result = finished.copilot.run(QUESTION, FIXTURE_REPO, settings=settings, max_steps=steps)
+    assert result.termination in ("answered", "max_steps", "empty_answer", "tool_call_as_text"), result.termination
+    assert 1 <= result.usage.steps <= steps
+    messages = result.messages
+    json.dumps(messages)  # the transcript is plain data
+    for i, turn in enumerate(messages):
+        if turn["role"] != "assistant" or not turn.get("tool_calls"):
+            continue
+        ids = [call["id"] for call in turn["tool_calls"]]
+        answers = messages[i + 1:i + 1 + len(ids)]
+        assert [a["role"] for a in answers] == ["tool"] * len(ids) and [a["tool_call_id"] for a in answers] == ids
+        for call, answer in zip(turn["tool_calls"], answers):
+            assert isinstance(json.loads(call["function"]["arguments"]), dict), call
+            assert SENTINEL not in answer["content"]  # the sandbox held whatever was asked
+    assert all(isinstance(c.grounded, bool) for c in result.citations)
+    assert result.termination == "answered" or not result.citations
