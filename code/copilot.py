@@ -29,6 +29,7 @@ A structured answer (--structured) that still fails validation after one retry a
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time

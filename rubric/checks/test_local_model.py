@@ -163,7 +163,7 @@ def settings(finished, server, tmp_path, model="openai/qwen-1.5b"):
 
 def test_a_local_model_s_written_call_is_run_and_the_run_answers(finished, tmp_path):
     with FakeServer([text_reply(f"I read the service.\n{FENCED}"), text_reply(GROUNDED)]) as server:
-        result = finished.copilot.run(QUESTION, FIXTURE_REPO, settings=settings(finished, server, tmp_path), use_context=False)
+        result = finished.copilot.run(QUESTION, FIXTURE_REPO, settings=settings(finished, server, tmp_path))  # asks /props too
         sent_back = server.chat_requests[1]["messages"]
     assert result.termination == "answered" and result.usage.recovered_calls == 1
     assert [c["name"] for c in result.tool_calls] == ["read_file"] and result.citations[0].grounded
