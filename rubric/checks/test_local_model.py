@@ -16,6 +16,7 @@ import pytest
 
 from harness.fake_server import FakeServer, text_reply, tool_reply
 from harness.paths import CODE_DIR, FIXTURE_REPO
+from test_providers import finished  # noqa: F401  (a fixture: copilot and config, once the loop exists)
 
 agent_loop = importlib.import_module("agent_loop")
 local_server = importlib.import_module("local_server")
@@ -144,17 +145,6 @@ def test_tool_descriptions_and_the_prompt_name_no_real_path_or_symbol():
 
 
 # ---------------------------------------------------------------- end to end, against a local fake
-
-@pytest.fixture
-def finished():
-    try:
-        agent_loop.parse_tool_calls(NS(content="", tool_calls=None))
-    except NotImplementedError:
-        pytest.skip("needs the finished loop: run with --reference")
-    import config
-    import copilot
-    return NS(copilot=copilot, config=config)
-
 
 def settings(finished, server, tmp_path, model="openai/qwen-1.5b"):
     return finished.config.load_settings(env={"COPILOT_MODEL": model, "COPILOT_API_BASE": server.base_url,
