@@ -71,6 +71,7 @@ class Usage:
     startup_seconds: float = 0.0    # importing LiteLLM on the first call: start-up, not the model
     finish_reason: str | None = None  # the last reply's: "stop", "length", "content_filter (SAFETY)"...
     recovered_calls: int = 0        # tool calls a local model wrote as text, recovered (text_calls.py)
+    answer_cap: int = MAX_ANSWER_TOKENS  # max_tokens of each call (answer_cap: less for a local model)
     scripted: bool = False          # a reply came from the lab's fake server (scripted), not a model
 
     def record(self, response) -> None:
@@ -119,6 +120,12 @@ def finish_reason_of(response) -> str | None:
     return said if isinstance(said, str) else None
 
 
+def answer_cap(settings) -> int:
+    """max_tokens for each call: MAX_ANSWER_TOKENS, or local_server.LOCAL_ANSWER_TOKENS for a model
+    served on this machine, so that a reply that runs away still ends within request_timeout."""
+    return local_server.LOCAL_ANSWER_TOKENS if local_server.is_local_model(settings) else MAX_ANSWER_TOKENS
+
+
 def request_timeout(settings) -> float:
     """Seconds one model call may take in all: the settings' ``timeout`` if they carry one, else
     REQUEST_TIMEOUT, or local_server.LOCAL_TIMEOUT_FACTOR times that for a model served on this
@@ -143,7 +150,9 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
     usage = usage if usage is not None else Usage()
     timeout = request_timeout(settings)
 
-    def complete(messages, tool_schemas, tool_choice="auto", max_tokens=MAX_ANSWER_TOKENS):
+    usage.answer_cap = answer_cap(settings)
+
+    def complete(messages, tool_schemas, tool_choice="auto", max_tokens=None):
         started = time.perf_counter()
         litellm = import_litellm()  # lazy: it takes seconds, and --context-only never needs it
         asked = time.perf_counter()
@@ -159,7 +168,7 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
                     litellm.completion, timeout,
                     model=settings.model, messages=wire_messages(settings, messages), tools=tool_schemas,
                     tool_choice=tool_choice,
-                    max_tokens=max_tokens, api_base=settings.api_base, api_key=settings.api_key,
+                    max_tokens=max_tokens or usage.answer_cap, api_base=settings.api_base, api_key=settings.api_key,
                     timeout=timeout, max_retries=0, **forced)
                 if native_finish(response) == "MALFORMED_FUNCTION_CALL":
                     raise MalformedToolCall()  # handled below, like Groq's tool_use_failed

@@ -21,6 +21,9 @@ import urllib.request
 from urllib.parse import urlsplit, urlunsplit
 
 HOSTED_APIS = ("groq", "anthropic", "gemini")  # LiteLLM prefixes of providers with their own API
+# A reply's tokens (llm.answer_cap): the 1.5B model once repeated itself for 3,140 tokens at 5 a second
+# and met the timeout; 1,024 is three times its longest real answer in bench_local.py.
+LOCAL_ANSWER_TOKENS = 1_024
 LOCAL_TIMEOUT_FACTOR = 10     # a local server's model call may take 10 x llm.REQUEST_TIMEOUT (600 s): a CPU reads ~50 tokens/s
 PROPS_TIMEOUT = 3.0           # asking the server for its context window: it answers at once or not at all
 ANSWER_ROOM = 1_024           # tokens of the window left for the model's reply

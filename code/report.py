@@ -138,7 +138,7 @@ def print_report(result: Result, trace: bool = False, out=None) -> None:
     else:
         print(result.answer, file=out)
         if result.termination == "answered" and str(result.usage.finish_reason).startswith("length"):
-            print(f"\n(the reply reached the {llm.MAX_ANSWER_TOKENS:,}-token cap of one model call: it may be cut off)", file=out)
+            print(f"\n(the reply reached the {result.usage.answer_cap:,}-token cap of one model call: it may be cut off)", file=out)
     if result.structured is not None:
         print_structured(result.structured, out)
     if result.citations:

@@ -95,6 +95,7 @@ def run(args, base_url: str) -> list[dict]:
 
     use_implementation(None if args.learner else "reference")
     import evaluate
+    import llm
     import local_server
     from harness.evaluation import evaluate_question, load_questions
 
@@ -110,15 +111,24 @@ def run(args, base_url: str) -> list[dict]:
             for q in load_questions(path):
                 if only and q.id not in only:
                     continue
-                recovered = complete.usage.recovered_calls
-                score = evaluate_question(q, repo, complete, run=f"top-k {top_k}", usage=totals,
-                                          max_steps=args.max_steps, top_k=top_k, use_context=top_k > 0)
-                row = {"set": set_name, "top_k": top_k, "recovered": complete.usage.recovered_calls - recovered,
-                       **asdict(score)}
+                recovered, started = complete.usage.recovered_calls, time.perf_counter()
+                try:
+                    score = asdict(evaluate_question(q, repo, complete, run=f"top-k {top_k}", usage=totals,
+                                                     max_steps=args.max_steps, top_k=top_k, use_context=top_k > 0))
+                except Exception as exc:  # the provider failed (a timeout): one row says so, the others still run
+                    score = failed_score(q, llm.describe_error(exc), time.perf_counter() - started)
+                row = {"set": set_name, "top_k": top_k, "recovered": complete.usage.recovered_calls - recovered, **score}
                 rows.append(row)
                 print(table_row(row), file=sys.stderr, flush=True)
     print(f"model: {label} at {base_url}", file=sys.stderr)
     return rows
+
+
+def failed_score(q, line: str, wall: float) -> dict:
+    """A row for a question whose run raised (the table's columns, nothing measured but the time)."""
+    return {"id": q.id, "tool_calls": 0, "tool_errors": 0, "repeats": 0, "steps": 0, "citations": 0, "grounded": 0,
+            "expected_citation": False, "symbols_found": [], "symbols_expected": list(q.expected_symbols),
+            "tokens_in": 0, "tokens_out": 0, "wall_seconds": wall, "ended": f"error: {line}", "answer": ""}
 
 
 HEADER = ("| set | question | top-k | tool calls (errors, repeats; recovered) | steps | citations (grounded) "

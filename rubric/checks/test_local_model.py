@@ -156,6 +156,7 @@ def test_a_local_model_s_written_call_is_run_and_the_run_answers(finished, tmp_p
         result = finished.copilot.run(QUESTION, FIXTURE_REPO, settings=settings(finished, server, tmp_path))  # asks /props too
         sent_back = server.chat_requests[1]["messages"]
     assert result.termination == "answered" and result.usage.recovered_calls == 1
+    assert [r["max_tokens"] for r in server.chat_requests] == [local_server.LOCAL_ANSWER_TOKENS] * 2  # a runaway ends in time
     assert [c["name"] for c in result.tool_calls] == ["read_file"] and result.citations[0].grounded
     turn, answer = sent_back[-2:]
     assert turn["tool_calls"][0]["id"] == "text_call_0" and turn["content"] == "I read the service."
@@ -166,7 +167,9 @@ def test_a_hosted_model_s_written_call_is_a_protocol_failure_not_an_answer(finis
     with FakeServer([text_reply(FENCED)]) as server:
         result = finished.copilot.run(QUESTION, FIXTURE_REPO, settings=settings(finished, server, tmp_path, "groq/x"),
                                       use_context=False)
+        sent = server.chat_requests[0]
     assert result.termination == "tool_call_as_text" and result.exit_code == 1 and result.usage.recovered_calls == 0
+    assert sent["max_tokens"] == importlib.import_module("llm").MAX_ANSWER_TOKENS  # a hosted request is unchanged
     report = importlib.import_module("report")
     report.print_report(result)
     out = capsys.readouterr().out
