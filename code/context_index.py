@@ -32,12 +32,13 @@ from tools import (BINARY_SNIFF_BYTES, MAX_WALK_DEPTH, MAX_WALK_DIRS, ToolError,
 
 MAX_INDEX_FILE_BYTES = 500_000    # bigger files are data or generated code, not answers
 MAX_INDEX_TOTAL_BYTES = 64_000_000  # files past this, in walk order, are not indexed (a note says so)
-MAX_INDEX_CHUNKS = 250_000        # ... nor files past this many chunks (Django: 34 MB of text)
+MAX_INDEX_CHUNKS = 150_000        # ... nor files past this many chunks (Django 5.1.4: 34 MB, 58,288 chunks)
 # Generated, minified or translation files: big, and they drown the code in matches.
 SKIP_SUFFIXES = (".po", ".pot", ".min.js", ".min.css", ".map", ".svg", ".lock")
 PROGRESS_AFTER_SECONDS = 2.0      # say what is happening when indexing is slow
 PARALLEL_MIN_BYTES = 4_000_000    # below this, starting worker processes costs more than it saves
 FILES_PER_BATCH = 64              # files a worker reads with one TreeReader (neighbours share folders)
+BATCH_BYTES = 1_000_000           # ... and at most this much text, so stopping at a budget wastes little
 STORAGE_VERSION = 1               # bump when the arrays stored below change
 
 
@@ -182,7 +183,7 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
     hashes, chunk_file, spans, sizes, ids, counts = {}, array("i"), array("i"), array("i"), [], array("i")
     results = _index_all(str(root), wanted, recipe.index_file, started)
     try:
-        for (_, rel), (digest, found) in zip(wanted, results):
+        for (_, rel, _), (digest, found) in zip(wanted, results):
             hashes[rel] = digest
             if found is None or not found.sizes:
                 continue
@@ -213,9 +214,9 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
                         terms, term_ptr, term_words, word_ptr, rows[order], tf[order])
 
 
-def within_budget(files) -> list[tuple[str, str]]:
-    """(path, rel) of the files [(path, rel, size)] that fit in MAX_INDEX_TOTAL_BYTES, in walk order,
-    with a note on stderr when some do not (131 MB of text took 113 s and 677 MB of memory)."""
+def within_budget(files) -> list[tuple[str, str, int]]:
+    """The files [(path, rel, size)] that fit in MAX_INDEX_TOTAL_BYTES, in walk order, with a note
+    on stderr when some do not (131 MB of text took 113 s and 677 MB of memory)."""
     kept, total = [], 0
     for path, rel, size in files:
         if total + size > MAX_INDEX_TOTAL_BYTES:
@@ -225,7 +226,7 @@ def within_budget(files) -> list[tuple[str, str]]:
                   f"{MAX_INDEX_TOTAL_BYTES / 1e6:.0f} MB budget: point --repo at a sub-folder for them",
                   file=sys.stderr)
             break
-        kept.append((path, rel))
+        kept.append((path, rel, size))
         total += size
     return kept
 
@@ -251,19 +252,31 @@ def _index_all(root: str, wanted, index_file, started):
     """index_file for every file, in order; in worker processes when the repository is big."""
     if not wanted:
         return
-    paths, rels = zip(*wanted)
-    pool = _worker_pool(sum(os.path.getsize(p) for p in paths))
+    pool = _worker_pool(sum(size for *_, size in wanted))
     if pool is None:
         with TreeReader(root) as tree:
-            yield from _with_progress((index_file(tree, rel) for rel in rels), len(wanted), started)
+            yield from _with_progress((index_file(tree, rel) for _, rel, _ in wanted), len(wanted), started)
         return
     # Neighbouring files share folders: a batch opens each of its folders once (TreeReader).
-    batches = [rels[i:i + FILES_PER_BATCH] for i in range(0, len(rels), FILES_PER_BATCH)]
+    batches = list(_batches(wanted))
     try:
         results = pool.map(_index_batch, [index_file] * len(batches), [root] * len(batches), batches)
         yield from _with_progress((found for batch in results for found in batch), len(wanted), started)
     finally:  # also when the caller stops early (the chunk budget): batches not started are dropped
         pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _batches(wanted):
+    """Runs of neighbouring files, at most FILES_PER_BATCH files and BATCH_BYTES bytes each."""
+    batch, size = [], 0
+    for _, rel, n in wanted:
+        if batch and (len(batch) >= FILES_PER_BATCH or size + n > BATCH_BYTES):
+            yield batch
+            batch, size = [], 0
+        batch.append(rel)
+        size += n
+    if batch:
+        yield batch
 
 
 def _index_batch(index_file, root: str, rels) -> list:

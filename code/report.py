@@ -248,9 +248,17 @@ def save_last_run(result: Result, cache_dir) -> None:
     record = {"implementation": "code" if where == code_dir else "reference", "code_dir": str(code_dir),
               "model": result.model, "scripted": result.usage.scripted, "termination": result.termination,
               "steps": result.usage.steps, "finished": time.strftime("%Y-%m-%dT%H:%M:%S")}
+    path = Path(cache_dir) / record_name(code_dir)
+    try:  # a scripted or --reference run never replaces the record of a real run of this code
+        before = json.loads(path.read_text(encoding="utf-8"))
+        rank = lambda r: (r.get("implementation") == "code", not r.get("scripted"))  # noqa: E731
+        if isinstance(before, dict) and rank(before) > rank(record):
+            return
+    except (OSError, ValueError):
+        pass
     try:
         Path(cache_dir).mkdir(parents=True, exist_ok=True)
-        (Path(cache_dir) / record_name(code_dir)).write_text(json.dumps(record, indent=1), encoding="utf-8")
+        path.write_text(json.dumps(record, indent=1), encoding="utf-8")
     except OSError:
         pass  # a read-only cache folder: the board keeps showing M5 as pending, nothing breaks
 

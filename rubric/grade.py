@@ -4,6 +4,11 @@
     python rubric/grade.py PATH --out reports/             ... also PATH.md and PATH.json there
     python rubric/grade.py SUBMISSIONS_DIR --csv grades.csv  one sub-folder per learner
     python rubric/grade.py SUBMISSIONS_DIR --csv grades.csv --jobs 1   one at a time (default: one per CPU)
+    python rubric/grade.py --finalize grades.csv --out reports/      your decisions in: final grades, feedback
+
+Folder mode also writes the class overview (OUT/class.html, or --html PATH) and, with --feedback DIR,
+a draft feedback file per learner; --finalize reads the CSV you edited (a level per criterion, HOLD
+replaced by your decision), checks it, and writes the final grades CSV and each learner's feedback.
 
 Never modifies a submission (it grades a copy), needs no key and no network, and runs learner
 code only in a sandbox (bubblewrap on Linux by default; --sandbox docker; see "The sandbox" in
@@ -28,7 +33,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
-from grading import grader, report, runner, similarity  # noqa: E402
+from grading import classview, decisions, feedback, grader, report, runner, similarity  # noqa: E402
+from grading.safe_text import file_stem, terminal  # noqa: E402
 
 # Before anything else, and before any child: no key stays in this process for learner code to find.
 runner.drop_own_secrets()
@@ -47,7 +53,7 @@ def is_submission(path: Path) -> bool:
 
 def parse_args(argv):
     p = argparse.ArgumentParser(prog="grade.py", description="Collect rubric evidence for one learner or a folder of them.")
-    p.add_argument("path", type=Path, help="a learner's repository, or a folder with one sub-folder per learner")
+    p.add_argument("path", type=Path, nargs="?", help="a learner's repository, or a folder with one sub-folder per learner")
     p.add_argument("--csv", type=Path, help="folder mode: write one row per learner here")
     p.add_argument("--out", type=Path, help="write LEARNER.md and LEARNER.json here (folder mode default: ./grading-reports)")
     p.add_argument("--json", action="store_true", help="one learner: print the JSON instead of the Markdown")
@@ -60,14 +66,27 @@ def parse_args(argv):
     p.add_argument("--jobs", type=int, default=os.cpu_count() or 1,
                    help="folder mode: learners graded at once (default: one per CPU, here %(default)s)")
     p.add_argument("--keep", action="store_true", help="keep the temporary work folder (for debugging the grader)")
+    p.add_argument("--html", type=Path, help="write the class overview page here (folder mode default: OUT/class.html)")
+    p.add_argument("--feedback", type=Path, metavar="DIR", help="write each learner's feedback file (LEARNER.md) here "
+                   "(--finalize default: OUT/feedback)")
+    p.add_argument("--finalize", type=Path, metavar="EDITED_CSV", help="the grades CSV with your decisions: check it, "
+                   "then write final grades (--csv, default EDITED-final.csv) and feedback, from the reports in --out")
     p.add_argument("--sandbox", choices=("auto", "bubblewrap", "docker", "podman"), default="auto",
                    help="where learner code runs (default: bubblewrap on Linux; docker/podman need "
                         "GRADE_DOCKER_IMAGE, default debian:bookworm-slim, pulled beforehand)")
     p.add_argument("--no-sandbox", action="store_true", help="run learner code with YOUR privileges (your files, "
                    "your network, your processes); only for code you trust, or inside a VM or container")
     args = p.parse_args(argv)
+    if args.finalize:
+        if args.path:
+            p.error("--finalize takes no PATH: it reads the reports in --out")
+        if not args.finalize.is_file():
+            p.error(f"{terminal(args.finalize)} is not a file")
+        return args
+    if args.path is None:
+        p.error("PATH is required (or --finalize EDITED_CSV)")
     if not args.path.is_dir():
-        p.error(f"{args.path} is not a folder")
+        p.error(f"{terminal(args.path)} is not a folder")
     return args
 
 
@@ -86,11 +105,32 @@ def grade_one(path: Path, args, out: Path | None) -> dict:
         result = grader.could_not_grade(path, f"could not grade: {type(exc).__name__}: {str(exc)[:300]}")
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-        md, js = out / f"{result['learner']}.md", out / f"{result['learner']}.json"
+        md, js = out / f"{file_stem(result['learner'])}.md", out / f"{file_stem(result['learner'])}.json"
         result["report_path"] = str(md)
         md.write_text(report.markdown(result), encoding="utf-8")
         js.write_text(json.dumps(result, indent=1, default=str), encoding="utf-8")
+    if args.feedback:
+        args.feedback.mkdir(parents=True, exist_ok=True)
+        (args.feedback / f"{file_stem(result['learner'])}.md").write_text(feedback.render(result), encoding="utf-8")
     return result
+
+
+def write_class_page(results: list, path: Path, reports: Path, pairs=()) -> None:
+    """The overview, linking to the reports in ``reports`` relative to where the page is."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    rel = Path(os.path.relpath(reports.resolve(), path.parent.resolve())).as_posix()
+    path.write_text(classview.render(results, pairs, "" if rel == "." else rel + "/"), encoding="utf-8")
+
+
+def finalize(args) -> int:
+    out = args.out or Path("grading-reports")
+    final = args.csv or args.finalize.with_name(args.finalize.stem + "-final.csv")
+    errors = decisions.finalize(args.finalize, out, final, args.feedback or out / "feedback")
+    for line in errors:
+        print(f"grade.py --finalize: {terminal(line)}", file=sys.stderr)
+    if not errors:
+        print(f"grade.py: final grades in {final}; feedback in {args.feedback or out / 'feedback'}/", file=sys.stderr)
+    return 2 if errors else 0
 
 
 def _stop(*_):
@@ -103,17 +143,22 @@ def main(argv=None) -> int:
     args = parse_args(sys.argv[1:] if argv is None else argv)
     # A kill of the grader becomes SystemExit, so the learner processes it started are killed too.
     signal.signal(signal.SIGTERM, _stop)
+    if args.finalize:
+        return finalize(args)
     kind, why = grader.choose_sandbox(sandbox_of(args))
     if not kind:
         print(f"grade.py: refusing to run learner code: {why}; {grader.sandbox_mod.HOW_TO_GET_ONE}", file=sys.stderr)
         return 2
     if is_submission(args.path) and not args.csv:
         result = grade_one(args.path, args, args.out)
-        print(json.dumps(result, indent=1, default=str) if args.json else report.markdown(result))
+        if args.html:
+            write_class_page([result], args.html, args.out or args.html.parent)
+        print(json.dumps(result, indent=1, default=str) if args.json else terminal(report.markdown(result)))
         return 0
     learners = sorted(p for p in args.path.iterdir() if p.is_dir() and not p.is_symlink() and is_submission(p))
     if not learners:
-        print(f"grade.py: no submissions in {args.path} (a submission has code/ or UNDERSTANDING.md)", file=sys.stderr)
+        print(f"grade.py: no submissions in {terminal(args.path)} (a submission has code/ or UNDERSTANDING.md)",
+              file=sys.stderr)
         return 2
     out = args.out or Path("grading-reports")
     results: dict[Path, dict] = {}
@@ -127,20 +172,24 @@ def main(argv=None) -> int:
             except Exception as exc:  # noqa: BLE001  one broken submission must not cost the others their grades
                 result = results[learner] = grader.could_not_grade(learner, f"could not grade: {type(exc).__name__}: {exc}")
             if result.get("could_not_grade"):
-                print(f"[{done}/{len(learners)}] {learner.name!r}: {result['could_not_grade']}", file=sys.stderr, flush=True)
+                print(terminal(f"[{done}/{len(learners)}] {learner.name}: {result['could_not_grade']}"), file=sys.stderr,
+                      flush=True)
                 continue
-            flags = [f for f, v in result["integrity"]["flags"].items() if v]
-            print(f"[{done}/{len(learners)}] {learner.name}: {result['total']}/{result['max_total']} suggested, "
-                  f"{result['seconds']} s" + (f", flags: {', '.join(flags)}" if flags else ""), file=sys.stderr, flush=True)
-    rows = [report.csv_row(results[learner]) for learner in learners if learner in results]  # in name order
+            flags = report.flags(result)
+            print(terminal(f"[{done}/{len(learners)}] {learner.name}: {result['total']}/{result['max_total']} suggested, "
+                           f"{result['seconds']} s" + (f", flags: {'; '.join(flags)}" if flags else "")),
+                  file=sys.stderr, flush=True)
+    graded = [results[learner] for learner in learners if learner in results]  # in name order
+    page = args.html or out / "class.html"
+    pairs = similarity.similar_pairs(learners)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "class.json").write_text(json.dumps({"similar_pairs": similarity.similar_pairs(learners)}, indent=1),
-                                    encoding="utf-8")
+    (out / "class.json").write_text(json.dumps({"similar_pairs": pairs}, indent=1), encoding="utf-8")
+    write_class_page(graded, page, out, pairs)
     if args.csv:
-        report.write_csv(rows, args.csv)
-        print(f"grade.py: {len(rows)} rows written to {args.csv}; reports in {out}/", file=sys.stderr)
+        decisions.write_csv(graded, args.csv)
+        print(f"grade.py: {len(graded)} rows written to {args.csv}; reports in {out}/, class page {page}", file=sys.stderr)
     failed = [learner for learner in learners if results.get(learner, {}).get("could_not_grade")]
-    return 0 if len(rows) == len(learners) and not failed else 1   # every row written; 1 says some could not be graded
+    return 0 if len(graded) == len(learners) and not failed else 1   # every row written; 1 says some could not be graded
 
 
 if __name__ == "__main__":

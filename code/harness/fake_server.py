@@ -83,8 +83,11 @@ class FakeServer:
     provider error: the loop asked the model more often than the test expected.
     """
 
-    def __init__(self, replies=(), embed=bag_of_words_vector, delay: float = 0.0):
+    def __init__(self, replies=(), embed=bag_of_words_vector, delay: float = 0.0, signed: bool = True):
         self.replies = replies if callable(replies) else list(replies)
+        # signed=False: replies without SCRIPTED_FINGERPRINT, i.e. a server the copilot cannot tell
+        # from a real provider's (course checks use it to stand in for one).
+        self.fingerprint = SCRIPTED_FINGERPRINT if signed else None
         self.embed = embed
         self.delay = delay  # seconds before each answer, to imitate a slow provider
         self.requests: list[tuple[str, dict]] = []
@@ -156,7 +159,7 @@ class FakeServer:
         reply = self.next_reply(body, n)
         if "status" in reply:
             return reply["status"], {"error": reply["error"]}, reply.get("headers", {})
-        return 200, chat_completion(body, reply, n), {}
+        return 200, chat_completion(body, reply, n, self.fingerprint), {}
 
     def answer_embeddings(self, body: dict) -> tuple[int, dict]:
         texts = body.get("input")
@@ -167,7 +170,7 @@ class FakeServer:
                      "usage": {"prompt_tokens": tokens, "total_tokens": tokens}}
 
 
-def chat_completion(body: dict, reply: dict, n: int) -> dict:
+def chat_completion(body: dict, reply: dict, n: int, fingerprint: str | None = SCRIPTED_FINGERPRINT) -> dict:
     """An OpenAI chat.completion response for ``reply``, with deterministic ids and token counts."""
     message = {"role": "assistant", "content": reply.get("content")}
     calls = reply.get("tool_calls") or []
@@ -182,7 +185,7 @@ def chat_completion(body: dict, reply: dict, n: int) -> dict:
     completion = len(json.dumps(message)) // 4
     return {
         "id": f"chatcmpl-fake-{n}", "object": "chat.completion", "created": int(time.time()),
-        "model": body.get("model", "fake"), "service_tier": "default", "system_fingerprint": SCRIPTED_FINGERPRINT,
+        "model": body.get("model", "fake"), "service_tier": "default", "system_fingerprint": fingerprint,
         "choices": [{"index": 0, "message": message, "logprobs": None,
                      "finish_reason": reply.get("finish") or ("tool_calls" if calls else "stop")}],
         "usage": {"prompt_tokens": prompt, "completion_tokens": completion, "total_tokens": prompt + completion},

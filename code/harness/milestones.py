@@ -122,7 +122,8 @@ MILESTONES: tuple[Milestone, ...] = (
             "Nothing new to write: M5 runs your four functions inside the real copilot. If a "
             "test fails here, the message names which of your functions misbehaved.",
             "Run `python copilot.py --context-only \"why does config default to Groq?\"` from "
-            "code/, then set a key in code/.env and ask the same question for real.",
+            "code/, then set a key in code/.env and ask the same question for real. No key yet? "
+            "`python -m harness.demo` shows a whole run, scripted (the board does not count it).",
             "Read the failing test's 'called' line, reproduce it in a Python shell against "
             "your function, and compare with the M1-M4 contracts in the docstrings.",
         ),

@@ -11,7 +11,6 @@ Loaded by the repository's top-level conftest.py. Options (see `python -m pytest
 
 from __future__ import annotations
 
-import hashlib
 import importlib
 import json
 import os
@@ -27,7 +26,7 @@ import pytest
 from harness.milestones import ALL, BY_ID, LEARNER_FUNCTIONS, MILESTONES, Milestone, milestone_of_test_file
 from harness.teach import CannotRun
 from harness.paths import CODE_DIR, REFERENCE_DIR, REPO_ROOT
-from harness import progress
+from harness import progress, wire
 
 MILESTONE_KEY = pytest.StashKey[Milestone]()
 NOT_DONE_PREFIX = "NOT DONE YET"
@@ -281,6 +280,11 @@ def broken_at(module: str, line: int | None, problem: str, source: str) -> Broke
 
 # --------------------------------------------------------------------------- running
 
+def testing_code(config) -> bool:
+    """The learner's own code/ is under test (not --reference, not a course check's --impl-dir)."""
+    return config.stash[IMPL_KEY] == CODE_DIR
+
+
 def pytest_runtest_setup(item):
     if "live" in item.keywords and "live" not in (item.config.getoption("markexpr") or ""):
         pytest.skip("live test: opt in with `python -m pytest -m live` and a key in code/.env")
@@ -297,9 +301,9 @@ def pytest_runtest_setup(item):
     if item.config.getoption("unlock_all"):
         return
     blocker = board.blocker(milestone)
-    if blocker is None and "wire" in item.keywords and wire_recorded(item):
+    if blocker is None and "wire" in item.keywords and wire.recorded(item.config, item.nodeid, testing_code(item.config)):
         board.recorded[milestone.id] += 1
-        pytest.skip(f"{WIRE_SKIPPED}: it passed on this exact code/ before (--wire runs it again)")
+        pytest.skip(wire.SKIP_REASON)
     if blocker is not None:
         board.locked[milestone.id] += 1
         pytest.skip(f"locked: finish {blocker.id} first")
@@ -343,7 +347,7 @@ def pytest_runtest_makereport(item, call):
         board.passed[milestone.id] += 1
         board.live_passed |= "live" in item.keywords
         if "wire" in item.keywords:
-            record_wire(item)
+            wire.record(item.config, item.nodeid, testing_code(item.config))
     elif report.skipped and milestone.id not in board.skipped:
         reason = report.longrepr[2] if isinstance(report.longrepr, tuple) else str(report.longrepr)
         board.skipped[milestone.id] = reason.removeprefix("Skipped: ")
@@ -353,35 +357,6 @@ def pytest_runtest_makereport(item, call):
             "outcome": report.outcome, "not_done": not_done.id if not_done else None,
             "message": str(report.longrepr)[:2000] if report.longrepr else "",
         })
-
-
-# --------------------------------------------------------------------------- M5's slow wire tests, once per code
-
-WIRE_KEY = "lesson06/wire"
-WIRE_SKIPPED = "recorded"
-
-
-def code_fingerprint() -> str:
-    """A hash of code/*.py and code/harness/*.py: the wire tests' outcome changes only with them."""
-    digest = hashlib.sha256()
-    for path in sorted([*CODE_DIR.glob("*.py"), *CODE_DIR.glob("harness/*.py")]):
-        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
-    return digest.hexdigest()
-
-
-def wire_recorded(item) -> bool:
-    """Skip a wire test that already passed on this exact code/ (the learner's checkout, with the
-    pytest cache on, and no --wire). Course checks and the grader run with -p no:cacheprovider."""
-    config = item.config
-    if config.getoption("wire") or config.stash[IMPL_KEY] != CODE_DIR or getattr(config, "cache", None) is None:
-        return False
-    return config.cache.get(WIRE_KEY, {}).get(item.nodeid) == code_fingerprint()
-
-
-def record_wire(item) -> None:
-    config = item.config
-    if config.stash[IMPL_KEY] == CODE_DIR and getattr(config, "cache", None) is not None:
-        config.cache.set(WIRE_KEY, {**config.cache.get(WIRE_KEY, {}), item.nodeid: code_fingerprint()})
 
 
 def not_done_message(milestone: Milestone, item) -> str:
@@ -423,7 +398,7 @@ def board_lines(board: Board, config, marks) -> tuple[list[str], Milestone | Non
     """The board's lines, and the milestone the learner is on (remembered for --hint)."""
     ok, bad, arrow, half = marks
     width = max(len(m.title) for m in board.order) + 2
-    testing_code = config.stash[IMPL_KEY] == CODE_DIR
+    ours = testing_code(config)
     where = "rubric/reference/ (--reference)" if config.getoption("reference") else "code/"
     broken = board.broken
     current = board.current()
@@ -431,7 +406,7 @@ def board_lines(board: Board, config, marks) -> tuple[list[str], Milestone | Non
         blocked = [m for m in board.order if board.blocked_by_broken(m)]
         remembered = BY_ID.get(read_current_milestone(config) or "")
         current = next((m for m in (broken.milestone, remembered) if m in blocked), blocked[0])
-    pending = {} if not testing_code or broken else progress.pending(board.passed, board.failed, board.live_passed)
+    pending = {} if not ours or broken else progress.pending(board.passed, board.failed, board.live_passed)
     lines, first_pending = [], None
     for m in board.order:
         p, f, locked = board.passed[m.id], board.failed[m.id], board.locked[m.id]
@@ -472,7 +447,7 @@ def board_lines(board: Board, config, marks) -> tuple[list[str], Milestone | Non
         m5_passes = board.passed.get("M5") and not board.failed.get("M5") and not board.locked.get("M5")
         lines.append(f"S1-S3  stretch milestones: {hidden} tests; M5's tests pass, so opt in with `python -m pytest "
                      "--stretch`" if m5_passes else f"S1-S3  stretch milestones: {hidden} tests, unlocked once M5's tests pass")
-    understanding = progress.understanding_line() if testing_code and not broken else None
+    understanding = progress.understanding_line() if ours and not broken else None
     if understanding is not None and len(board.order) > 1:  # the whole board, not one file's tests
         done, text = understanding
         lines.append(f"{'UNDERSTANDING.md':<{width + 4}}{ok if done else half} {text}")

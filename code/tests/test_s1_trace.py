@@ -1,7 +1,7 @@
 """S1 - Reasoning trace (stretch): the run as Thought -> Action -> Observation, read from the transcript.
 
 You write stretch.trace_steps(messages) in code/stretch.py. copilot.py --trace prints the steps it
-returns, and --json includes them. Opt in with `python -m pytest --stretch` (unlocks once M5 passes).
+returns, and --json includes them. Opt in with `python -m pytest --stretch` (unlocks once M5's tests pass).
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 You write stretch.plan_edit(repo_root, path, old_string, new_string) in code/stretch.py: it checks
 one edit and computes the new text and its diff, and writes nothing. Applying, the dry run and the
 confirmation are provided. Every test edits a private copy of the fixture repository.
-Opt in with `python -m pytest --stretch` (unlocks once M5 passes).
+Opt in with `python -m pytest --stretch` (unlocks once M5's tests pass).
 """
 
 from __future__ import annotations
@@ -92,7 +92,8 @@ def test_old_string_must_occur_exactly_once(repo_copy):
              if v[0] != "ToolError" or words not in v[1]}
     check(not wrong, S2, FN, f"plan_edit(root, {SERVICE!r}, <old_string>, <new_string>) for {list(got)}",
           "ToolError each time, saying: 'not found' / '3 times' / 'empty' / 'same'", show(wrong, 600),
-          "count the matches: exactly one, or tell the model how many and how to make it unique")
+          "count the matches: exactly one, or tell the model how many and how to make it unique; "
+          "plan_edit's contract names the words each refusal must use")
     check((repo_copy / SERVICE).read_bytes() == before, S2, FN, "the refused edits above",
           "the file unchanged", "the file was modified", "refuse before computing anything")
 

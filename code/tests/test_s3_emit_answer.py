@@ -3,7 +3,7 @@
 You write stretch.validate_answer(arguments, repo_root, messages, snippets) in code/stretch.py: it
 returns the problems with the model's emit_answer arguments ([] when valid). Forcing the tool,
 sending an invalid answer back once, and ending the run honestly are provided (copilot.py
---structured). Opt in with `python -m pytest --stretch` (unlocks once M5 passes).
+--structured). Opt in with `python -m pytest --stretch` (unlocks once M5's tests pass).
 """
 
 from __future__ import annotations
@@ -73,7 +73,8 @@ def test_each_bad_citation_is_named_with_its_reason():
               f"{c['path']}:{c['start_line']}-{c['end_line']}" for c in bad) + "]}, ...)",
           f"{len(bad)} problems, each starting 'citations[<i>]' and saying: {words}",
           f"{show(problems, 900)}; mismatched {show(wrong, 300)}",
-          "name the citation and reuse citations.check_span's reason; check 1 <= start_line <= end_line yourself")
+          "name the citation and reuse citations.check_span's reason; check 1 <= start_line <= end_line yourself "
+          "(validate_answer's contract names the words: lines count 'from 1', and 'end_line')")
 
 
 def test_arguments_of_the_wrong_shape_are_problems_not_crashes():

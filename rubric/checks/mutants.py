@@ -19,6 +19,27 @@ class Mutant:
     caught_by: tuple[str, ...]     # guiding test names (prefixes) that must fail
 
 
+def parse_variant(loop="for raw in getattr(message, \"tool_calls\", None) or []:", skip="",
+                  not_json='f"arguments are not valid JSON ({exc})"', not_object='"arguments must be a JSON object"') -> str:
+    """A parse_tool_calls body that is the reference's shape with one part changed: the loop over the
+    calls (``loop``), lines run first for each call (``skip``), or an error text."""
+    return f"""
+calls = []
+{loop}
+    text = raw.function.arguments{skip}
+    try:
+        arguments = json.loads(text) if text else {{}}
+    except (TypeError, ValueError, RecursionError) as exc:
+        calls.append(ToolCall(raw.id, raw.function.name, {{}}, {not_json}))
+        continue
+    if not isinstance(arguments, dict):
+        calls.append(ToolCall(raw.id, raw.function.name, {{}}, {not_object}))
+        continue
+    calls.append(ToolCall(raw.id, raw.function.name, arguments))
+return calls
+"""
+
+
 MUTANTS = (
     Mutant("string-prefix containment", "tools.py", "safe_resolve", """
 if not isinstance(rel_path, str) or "\\x00" in rel_path:
@@ -190,39 +211,12 @@ except Exception as exc:
     return f"Error: {name} failed ({type(exc).__name__}: {exc})"
 """, ("test_unexpected_argument_names_the_real_ones", "test_a_call_that_was_not_run_says_why")),
     # Every call of a turn is kept and answered, even one identical to another (issue 20).
-    Mutant("drops a repeated call", "agent_loop.py", "parse_tool_calls", """
-calls, seen = [], set()
-for raw in getattr(message, "tool_calls", None) or []:
-    text = raw.function.arguments
-    if (raw.function.name, text) in seen:
-        continue                      # the same call twice: once is enough (it is not)
-    seen.add((raw.function.name, text))
-    try:
-        arguments = json.loads(text) if text else {}
-    except (TypeError, ValueError, RecursionError) as exc:
-        calls.append(ToolCall(raw.id, raw.function.name, {}, f"arguments are not valid JSON ({exc})"))
-        continue
-    if not isinstance(arguments, dict):
-        calls.append(ToolCall(raw.id, raw.function.name, {}, "arguments must be a JSON object"))
-        continue
-    calls.append(ToolCall(raw.id, raw.function.name, arguments))
-return calls
-""", ("test_identical_calls_in_one_turn_are_all_kept",)),
-    Mutant("an error the model cannot act on", "agent_loop.py", "parse_tool_calls", """
-calls = []
-for raw in getattr(message, "tool_calls", None) or []:
-    text = raw.function.arguments
-    try:
-        arguments = json.loads(text) if text else {}
-    except (TypeError, ValueError, RecursionError):
-        calls.append(ToolCall(raw.id, raw.function.name, {}, "bad"))
-        continue
-    if not isinstance(arguments, dict):
-        calls.append(ToolCall(raw.id, raw.function.name, {}, "bad"))
-        continue
-    calls.append(ToolCall(raw.id, raw.function.name, arguments))
-return calls
-""", ("test_the_error_says_what_was_wrong",)),
+    Mutant("drops a repeated call", "agent_loop.py", "parse_tool_calls", parse_variant(
+        loop="seen = set()\nfor raw in getattr(message, \"tool_calls\", None) or []:",
+        skip="\n    if (raw.function.name, text) in seen:\n        continue  # the same call twice: once is enough (it is not)"
+             "\n    seen.add((raw.function.name, text))"), ("test_identical_calls_in_one_turn_are_all_kept",)),
+    Mutant("an error the model cannot act on", "agent_loop.py", "parse_tool_calls",
+           parse_variant(not_json='"bad"', not_object='"bad"'), ("test_the_error_says_what_was_wrong",)),
     Mutant("answers a repeated call once", "agent_loop.py", "run_agent", """
 for _ in range(max_steps):
     message = complete(messages, TOOL_SCHEMAS)
@@ -242,6 +236,9 @@ for _ in range(max_steps):
         messages.append(tool_result(call.id, result))
 return f"{MAX_STEPS_REACHED}: no final answer after {max_steps} model calls"
 """, ("test_identical_calls_each_get_their_own_result",)),
+    Mutant("reads tool_calls as an attribute", "agent_loop.py", "parse_tool_calls",
+           parse_variant(loop="for raw in message.tool_calls or []:"),
+           ("test_no_tool_calls_gives_empty_list[no tool_calls attribute]",)),
     Mutant("catches only JSONDecodeError", "agent_loop.py", "parse_tool_calls", """
 calls = []
 for raw in getattr(message, "tool_calls", None) or []:

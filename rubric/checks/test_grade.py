@@ -21,7 +21,7 @@ RUBRIC = Path(__file__).resolve().parents[1]
 if str(RUBRIC) not in sys.path:  # appended, so the implementation under test stays first on the path
     sys.path.append(str(RUBRIC))
 
-from grading import criteria, grader, report, runner, sandbox, synthetic, workspace  # noqa: E402
+from grading import criteria, decisions, grader, runner, sandbox, synthetic, workspace  # noqa: E402
 from classroom import own_bodies  # noqa: E402
 from mutants import MUTANTS  # noqa: E402
 
@@ -98,7 +98,7 @@ def test_folder_mode_writes_one_csv_row_per_learner_and_a_progress_line_each(fol
     assert folder["proc"].returncode == 0, folder["proc"].stderr[-2000:]
     rows = list(csv.DictReader(folder["csv"].open()))
     assert [r["learner"] for r in rows] == ["bob_stub", "carol_template", "dave_crash"]
-    assert set(report.csv_header()) <= set(rows[0])
+    assert set(decisions.csv_header()) <= set(rows[0])
     assert [line.split("]")[0] for line in folder["proc"].stderr.splitlines() if line.startswith("[")] == \
         ["[1/3", "[2/3", "[3/3"]
     assert folder["unchanged"], "grading modified a submission"

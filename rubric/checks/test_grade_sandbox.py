@@ -5,7 +5,8 @@ with its payload-free twin: the payload must change nothing but its own function
 values. The base of both twins is a planted mistake (string-prefix containment), so a forged
 "all passed" would show. Cost: three --quick gradings in the sandbox (the twins, and the bombs,
 whose limits take ~15 s to bite) plus a class of two in folder mode; the rest are unit checks of
-a few seconds at most. Tests that need bubblewrap skip, with the reason, where it cannot run (CI
+a few seconds at most. What the grader judges outside (the battery, parse_tool_calls, run_agent)
+and what it refuses to read are checked in test_grade_observed.py. Tests that need bubblewrap skip, with the reason, where it cannot run (CI
 installs it and sets GRADE_REQUIRE_SANDBOX=1, so there they cannot skip: .ci/run).
 """
 
@@ -27,7 +28,7 @@ RUBRIC = Path(__file__).resolve().parents[1]
 if str(RUBRIC) not in sys.path:
     sys.path.append(str(RUBRIC))
 
-from grading import battery, grader, learner_code, report, runner, sandbox, synthetic, workspace  # noqa: E402
+from grading import grader, report, runner, sandbox, synthetic, workspace  # noqa: E402
 from mutants import MUTANTS  # noqa: E402
 
 BWRAP_WHY = sandbox.choose("bubblewrap")[1]
@@ -166,9 +167,13 @@ def twins(tmp_path_factory):
     (tmp / "instructor" / "code" / ".env").write_text(f"OPENAI_API_KEY={KEY}\n")
     (tmp / "reports").mkdir()
     listener = Listener()
-    plain = synthetic.make(tmp / "plain", code="reference", mutant=BASE, docs="filled")
+    attack = payload(tmp, listener.port)
+    # the twin carries the payload as comments: the same lines, so file:line claims in its documents match too
+    inert = "\n".join("# " + line if line.strip() else line for line in attack.splitlines())
+    plain = synthetic.make(tmp / "plain", code="reference", docs="filled")
+    synthetic.plant(plain / "code" / "tools.py", "safe_resolve", inert + "\n" + BASE.body)
     attacked = synthetic.make(tmp / "attacked", code="reference", docs="filled")
-    synthetic.plant(attacked / "code" / "tools.py", "safe_resolve", payload(tmp, listener.port) + BASE.body)
+    synthetic.plant(attacked / "code" / "tools.py", "safe_resolve", attack + "\n" + BASE.body)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OPENAI_API_KEY", KEY)   # what a careless instructor's shell holds
         results = {"plain": grader.grade(plain, quick=True, sandbox="bubblewrap"),
@@ -285,55 +290,6 @@ if not _o.path.exists(_flag):
     assert survivors() == []
 
 
-def test_a_shadowing_module_is_refused_by_name_and_never_reaches_the_lab(tmp_path):
-    sub = synthetic.make(tmp_path / "shadow", code="reference")
-    for name in ("yaml.py", "requests.py", "sitecustomize.py", "json.py", "evil.pth"):
-        (sub / "code" / name).write_text("raise SystemExit('forged')\n")
-    (sub / "code" / "my_helpers.py").write_text("X = 1\n")
-    integ = learner_code.integrity(sub)
-    refused = dict(integ["refused_modules"])
-    assert {"code/sitecustomize.py", "code/json.py", "code/evil.pth"} <= set(refused), refused
-    if "yaml" in workspace.installed_modules():  # PyYAML comes with litellm
-        assert "code/yaml.py" in refused and "installed package" in refused["code/yaml.py"]
-    assert "code/my_helpers.py" in integ["not_shipped"] and "code/my_helpers.py" not in refused
-    lab = tmp_path / "lab"
-    workspace.build_lab(lab, sub / "code")
-    placed = {p.name for p in (lab / "code").iterdir()}
-    assert "my_helpers.py" in placed and not placed & {"yaml.py", "sitecustomize.py", "json.py", "evil.pth"}
-
-
-def test_an_added_import_is_not_a_change_to_provided_code(tmp_path):
-    sub = synthetic.make(tmp_path / "imports", code="reference")
-    path = sub / "code" / "tools.py"
-    path.write_text("import textwrap  # mine\n" + path.read_text(encoding="utf-8"), encoding="utf-8")
-    entry = learner_code.integrity(sub)["modules"]["tools.py"]
-    assert entry["changed"] == [] and entry["added"] == ["import textwrap"], entry
-
-
-@pytest.mark.skipif(os.name == "nt", reason="a 1,000-deep chain exceeds Windows' 260-character paths")
-def test_the_three_recursion_shapes_do_not_crash_the_parsers(tmp_path):
-    from grading import documents
-    sub = tmp_path / "deep"
-    (sub / "code").mkdir(parents=True)
-    (sub / "runs").mkdir()
-    (sub / "runs" / "run.json").write_text("[" * 100_000 + "]" * 100_000)
-    deep_expr = "X = " + "+".join(["1"] * 100_000) + "\n"
-    (sub / "code" / "tools.py").write_text(deep_expr + (workspace.LAB_ROOT / "code" / "tools.py").read_text())
-    chain = sub
-    for _ in range(1000):   # one level at a time: mkdir(parents=True) itself recurses
-        chain = chain / "d"
-        chain.mkdir()
-    (chain / "bottom.txt").write_text("x")
-    notes = workspace.copy_submission(sub, tmp_path / "copy")
-    assert any("deeper than" in why for _, why in notes.skipped)
-    learner_code.integrity(tmp_path / "copy")         # does not raise
-    workspace.build_lab(tmp_path / "lab", tmp_path / "copy" / "code")
-    unreadable: list = []
-    grader._guarded(unreadable, "saved runs", [], documents.saved_runs, tmp_path / "copy")
-    workspace.remove_tree(sub)
-    assert not sub.exists(), "a 1,000-deep tree must be removable"
-
-
 HOSTILE = "=HYPERLINK(\"http://x\")\nbreak <!-- \x1b]52;c;QUJD\x07"   # a formula, a newline, a comment, OSC 52
 
 
@@ -401,7 +357,7 @@ def test_the_grader_drops_its_own_keys_and_loads_no_env_file(tmp_path):
     import subprocess
     check = ("import os, sys; sys.path.insert(0, sys.argv[1]); sys.argv[1:] = []; import grade; "
              "print(sorted(k for k in os.environ if 'KEY' in k or 'TOKEN' in k)); "
-             "print(sorted(m for m in ('config', 'dotenv', 'litellm') if m in sys.modules))")
+             "print(sorted(m for m in ('dotenv', 'litellm') if m in sys.modules))")   # what would read a .env
     env = {**os.environ, "GROQ_API_KEY": "gsk-x", "MY_SECRET_TOKEN": "y"}
     proc = subprocess.run([sys.executable, "-c", check, str(RUBRIC)], capture_output=True, text=True, env=env,
                           timeout=120, cwd=tmp_path)
@@ -418,27 +374,6 @@ def test_the_lab_copy_holds_shipped_files_only():
     assert "rubric/grading/battery_probe.py" in copied
 
 
-def test_battery_names_are_drawn_per_run_and_never_the_guiding_tests(tmp_path):
-    first, second = battery.build(tmp_path / "a"), battery.build(tmp_path / "b")
-    assert first["repo_name"] != second["repo_name"] and first["outside"].name != second["outside"].name
-    for p in battery.probes(first):   # the guiding tests' fixture names: a blocklist of them must not pass
-        assert not any(w in f"{p[3]} {p[4]}" for w in ("outside", "secret", "repo_evil", "repo2")), p
-
-
-def test_judged_outside_a_climb_a_link_and_a_case_sibling_lead_out(tmp_path):
-    t = battery.build(tmp_path)
-    repo, parent = t["repo"], t["parent"]
-    out = str(t["outside"] / t["target"])
-    assert battery.judge_path(f"{repo}/{t['sub']}/../../{t['outside'].name}/{t['target']}", repo, parent) == "outside"
-    if t["links"][t["vendor"]]:
-        assert battery.judge_path(f"{repo}/{t['vendor']}/{t['target']}", repo, parent) == "outside"
-    if t["case_sibling"] is not None:
-        assert battery.judge_path(str(t["case_sibling"] / t["file"]), repo, parent) == "outside"
-    assert battery.judge_path(f"{repo}/{t['sub']}/../{t['file']}", repo, parent) == "inside"
-    assert battery.judge_resolve({"returned": out, "type": "PosixPath"}, t)[0] == "outside"
-    assert battery.judge_dispatch({"returned": "/x/y", "type": "str"}, t, "non-tool names")[0] == "leaked"
-
-
 @pytest.mark.skipif(bool(sandbox.container_works("docker")), reason=f"docker cannot run here: "
                     f"{sandbox.container_works('docker')}")
 def test_docker_gives_the_same_guarantees(tmp_path):
@@ -452,44 +387,6 @@ def test_docker_gives_the_same_guarantees(tmp_path):
     box = sandbox.Box("docker", readonly=[probe.parent], writable=[tmp_path / "home"])
     ran = runner.run([probe], cwd=tmp_path / "home", env=runner.child_env(tmp_path / "home"), timeout=120, box=box)
     assert ran.stdout.split() == [str(sandbox.SANDBOX_UID), "ro", "no", "network"], ran
-
-
-BLOCKLIST = '''
-if not isinstance(rel_path, str) or "\\x00" in rel_path:
-    raise ValueError("bad path")
-for word in ("outside", "secret", "repo_evil", "repo2", "Repo"):
-    if word in rel_path:
-        raise ValueError("blocked")
-if rel_path.startswith(("../", "/", "..\\\\")) or rel_path == "..":
-    raise ValueError("blocked")
-return Path(repo_root) / rel_path
-'''
-GLOBALS_DISPATCH = '''
-fn = globals().get(name) if isinstance(name, str) else None
-if fn is None or not isinstance(args, dict):
-    return "Error: unknown tool"
-try:
-    return str(fn(repo_root, **{k: v for k, v in args.items() if k != "repo_root"}))
-except Exception as exc:
-    return f"Error: {exc}"
-'''
-
-
-@needs_bwrap
-def test_the_battery_catches_a_blocklist_of_the_guiding_tests_names_and_a_globals_dispatch(tmp_path):
-    sub = synthetic.make(tmp_path / "gamer", code="reference")
-    synthetic.plant(sub / "code" / "tools.py", "safe_resolve", BLOCKLIST)
-    synthetic.plant(sub / "code" / "tools.py", "dispatch_tool", GLOBALS_DISPATCH)
-    lab, home, tree = tmp_path / "lab", tmp_path / "home", tmp_path / "tree"
-    home.mkdir()
-    tree.mkdir()
-    workspace.build_lab(lab, sub / "code")
-    box = sandbox.Box("bubblewrap", readonly=[lab, tree], writable=[home])
-    b = battery.run_battery(lab, home, runner.DEFAULT_MEMORY_MB, box=box, base=tree)
-    status = {k: v["status"] for k, v in b.classes().items()}
-    assert status["sub-folder climbs"] == "leaked" and status["innocent links"] == "leaked", status
-    assert status["non-tool names"] == "leaked", b.classes()["non-tool names"]
-    assert b.parse_summary()["correct"] == b.parse_summary()["of"] > 5   # the other functions are untouched
 
 
 def test_the_container_command_asks_for_the_same_guarantees(tmp_path):

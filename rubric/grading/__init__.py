@@ -17,6 +17,11 @@ Modules, in the order a submission meets them (grader.grade runs them all):
     similarity    normalised functions and prose compared across a class and with the reference
     criteria      the rubric's weights (read from rubric.md) and a suggested level per criterion,
                   with its mark (HOLD, READ), the rule that decided and a confidence
-    report        Markdown, JSON and CSV
+    report        the Markdown report (flags and a ten-line table first) and the accessors renderers share
+    classview     the class overview: one offline HTML page, learners by criteria, links to the evidence
+    decisions     the grades CSV the instructor edits, and --finalize (final grades and feedback from it)
+    feedback      a plain-language feedback file per learner: each failure with how to reproduce it
+    gradescope    a result as Gradescope's results.json (rubric/gradescope/ holds the bundle's scripts)
+    safe_text     learner text made inert for the terminal, Markdown, HTML and CSV
     synthetic     submissions built from the lab, for rubric/checks/test_grade.py and the benchmark
 """

@@ -187,3 +187,19 @@ def expected_calls(calls) -> list:
         ok = isinstance(value, dict)
         out.append([call_id, name, json.dumps(value if ok else {}, sort_keys=True), not ok])
     return out
+
+
+def loop_scripts(t: dict):
+    """(description, script, max_steps) for run_agent: a scripted model's turns, ids drawn per run."""
+    def call(arguments=None):
+        return [f"call_{secrets.token_hex(4)}", "read_file", arguments or json.dumps({"path": t["file"]})]
+    answer = f"the answer is {_name()}"
+    first, twin = call(), call()
+    twin[2] = first[2]
+    yield from [
+        ("answers at once", [{"answer": answer}], 5),
+        ("two calls in one turn, then the answer", [{"calls": [call(), call()]}, {"answer": answer}], 5),
+        ("malformed arguments, then the answer", [{"calls": [call('{"path": ')]}, {"answer": answer}], 5),
+        ("the same call twice, then the answer", [{"calls": [first]}, {"calls": [twin]}, {"answer": answer}], 5),
+        ("a model that never stops", [{"calls": [call()]}], 3 + secrets.randbelow(4)),
+    ]

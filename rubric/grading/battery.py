@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from grading import runner
-from grading.attacks import build, dispatch_probes, expected_calls, parse_probes, probes, tool_names  # noqa: F401
+from grading.attacks import (build, dispatch_probes, expected_calls, loop_scripts, parse_probes, probes,  # noqa: F401
+                             tool_names)
 
 BATTERY_TIMEOUT = 60
 ANSWER_SECONDS = 6            # the probe's own alarm is 3 s; past this the process is killed
@@ -41,13 +42,15 @@ class Battery:
     ran: object = None
     tool_names: list = field(default_factory=list)      # the tools TOOL_SCHEMAS names (the rest are not tools)
     parsing: list = field(default_factory=list)         # parse_tool_calls observed: {"probe", "result", "detail"}
+    looping: list = field(default_factory=list)         # run_agent against a scripted model, the same shape
 
     def parse_summary(self) -> dict:
         """parse_tool_calls against its contract, judged here: {"correct", "of", "wrong": [...]}."""
-        wrong = [p for p in self.parsing if p["result"] != "correct"]
-        return {"correct": len(self.parsing) - len(wrong), "of": len(self.parsing),
-                "not_started": bool(self.parsing) and all("NotImplementedError" in p["detail"] for p in self.parsing),
-                "wrong": [f"{p['probe']}: {p['result']}: {p['detail'][:160]}" for p in wrong[:6]]}
+        return _summary(self.parsing)
+
+    def loop_summary(self) -> dict:
+        """run_agent against its contract (cap, order, one result per id), judged here."""
+        return _summary(self.looping)
 
     def classes(self) -> dict:
         """class -> {"status": held|leaked|unclean|hung|skipped|too strict, "probes": [...]}."""
@@ -62,6 +65,13 @@ class Battery:
     def broken(self) -> list:
         return [c for c, v in self.classes().items()
                 if v["status"] in ("leaked", "hung", "unclean") and c not in NOT_THE_LEARNERS and c != "legal"]
+
+
+def _summary(records: list) -> dict:
+    wrong = [p for p in records if p["result"] != "correct"]
+    return {"correct": len(records) - len(wrong), "of": len(records),
+            "not_started": bool(records) and all("NotImplementedError" in p["detail"] for p in records),
+            "wrong": [f"{p['probe']}: {p['result']}: {p['detail'][:160]}" for p in wrong[:6]]}
 
 
 def _status(name: str, probes: list) -> str:
@@ -96,6 +106,47 @@ def judge_parse(answer: dict, calls) -> tuple[str, str]:
     if got == want:
         return "correct", f"{len(want)} call(s) as the contract says"
     return "wrong", f"expected {_brief(want)}, got {_brief(got)}"
+
+
+def judge_loop(answer: dict, script: list, max_steps: int) -> tuple[str, str]:
+    seen, transcript = answer.get("seen") or [], answer.get("transcript") or []
+    if "raised" in answer:
+        return "crashed", f"{answer['raised']}: {answer.get('message', '')[:120]}"
+    if "hung" in answer:
+        return "wrong", f"did not return ({answer['hung']}) after {len(seen)} model calls"
+    returned = answer.get("returned", "")
+    if "answer" not in script[-1]:   # a model that never stops: the cap must hold, and say so
+        if len(seen) != max_steps or not returned.startswith("MAX_STEPS_REACHED"):
+            return "wrong", f"max_steps={max_steps}: {len(seen)} model calls, returned {returned[:60]!r}"
+        return "correct", f"stopped after {max_steps} model calls with MAX_STEPS_REACHED"
+    expected = []
+    for turn in script[:-1]:
+        ids = [c[0] for c in turn["calls"]]
+        expected += [["assistant", ids]] + [["tool", i] for i in ids]
+    got = [m[:2] for m in transcript[2:]]
+    problems = []
+    if returned != script[-1]["answer"]:
+        problems.append(f"returned {returned[:60]!r}, not the model's answer")
+    if len(seen) != len(script):
+        problems.append(f"{len(seen)} model calls, expected {len(script)}")
+    if got != expected + [["assistant", ""]]:
+        problems.append(f"messages after the question {_roles(got)}, expected {_roles(expected + [['assistant', '']])}")
+    bad = [c[0] for turn in script[:-1] for c in turn["calls"] if not _is_object(c[2])]
+    for m in transcript:
+        if m[0] == "tool" and m[1] in bad and not m[2].startswith("Error"):
+            problems.append(f"the malformed call's result does not start with Error: {m[2][:60]!r}")
+    return ("wrong", "; ".join(problems)) if problems else ("correct", f"{len(seen)} model call(s), every id answered in order")
+
+
+def _is_object(text: str) -> bool:
+    try:
+        return isinstance(json.loads(text), dict) if text else True
+    except ValueError:
+        return False
+
+
+def _roles(messages) -> str:
+    return " ".join(m[0] + (f"({len(m[1])} calls)" if isinstance(m[1], list) and m[1] else "") for m in messages[:8])
 
 
 def _brief(calls) -> str:
@@ -261,6 +312,17 @@ def run_battery(lab: Path, home: Path, memory_mb: int, box=None, base: Path | No
                 break
             result, detail = judge_parse(answer, calls)
             battery.parsing.append({"probe": what, "result": result, "detail": detail})
+        for what, script, max_steps in loop_scripts(t) if can_parse and alive else ():
+            if time.monotonic() > deadline:
+                break
+            answer = session.ask({"op": "loop", "script": script, "max_steps": max_steps, "root": str(t["repo"])},
+                                 ANSWER_SECONDS)
+            if answer is None:
+                alive = False
+                battery.looping.append({"probe": what, "result": "hung", "detail": "no answer: the probe process was killed here"})
+                break
+            result, detail = judge_loop(answer, script, max_steps)
+            battery.looping.append({"probe": what, "result": result, "detail": detail})
         if not alive:
             child.end()
         try:

@@ -2,8 +2,9 @@
 
     python battery_probe.py CODE_DIR
 
-Reads one question per line on stdin ({"nonce", "op": "resolve" | "dispatch" | "parse", ...}),
-calls the learner's function (safe_resolve, dispatch_tool, parse_tool_calls), and answers with one JSON line on stdout carrying the question's nonce: what
+Reads one question per line on stdin ({"nonce", "op": "resolve" | "dispatch" | "parse" | "loop",
+...}), calls the learner's function (safe_resolve, dispatch_tool, parse_tool_calls, run_agent
+against a scripted model), and answers with one JSON line on stdout carrying the question's nonce: what
 the function returned (as text) or raised. It judges nothing: the grader decides, in its own
 process, against the real files, after this process is gone. The next question (and its nonce)
 is only sent once this answer arrived, and on POSIX each question is answered in a fresh fork, so
@@ -49,15 +50,50 @@ def call(modules: dict, question: dict) -> dict:
             got = modules["tools"].safe_resolve(question["root"], question["arg"])
         elif question["op"] == "dispatch":
             got = modules["tools"].dispatch_tool(question["name"], question["args"], question["root"])
-        else:
+        elif question["op"] == "parse":
             got = modules["agent_loop"].parse_tool_calls(_message(question["calls"]))
             answer["calls"] = [_view(c) for c in got[:20]] if isinstance(got, list) else None
+        else:
+            got = _loop(modules["agent_loop"], question, answer)
         answer.update(returned=_text(got), type=type(got).__name__)
     except ProbeTimeout as exc:
         answer.update(hung=str(exc))
     except BaseException as exc:  # noqa: BLE001  (anything else is what we came to see)
         answer.update(raised=type(exc).__name__, message=_text(str(exc))[:200] if _safe_str(exc) else "")
     return answer
+
+
+def _loop(agent_loop, question: dict, answer: dict):
+    """run_agent against a scripted model; what the model was sent, call by call, goes in the answer."""
+    script, seen = question["script"], answer.setdefault("seen", [])
+
+    def complete(messages, tools):
+        seen.append(_summary(messages))
+        turn = script[min(len(seen), len(script)) - 1]
+        if len(seen) > 50:   # a loop that ignores its cap: stop it here, the count already shows it
+            raise ProbeTimeout("more than 50 model calls")
+        return _message(turn["calls"]) if "calls" in turn else _answer(turn["answer"])
+    messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
+    got = agent_loop.run_agent(messages, question["root"], complete, max_steps=question["max_steps"])
+    answer["transcript"] = _summary(messages)
+    return got
+
+
+def _answer(text):
+    from types import SimpleNamespace as NS
+
+    return NS(content=text, tool_calls=None)
+
+
+def _summary(messages) -> list:
+    """[role, tool-call ids or the answered id, the first characters of the content] per message."""
+    out = []
+    for m in list(messages)[:200]:
+        get = m.get if isinstance(m, dict) else (lambda k, d=None, m=m: getattr(m, k, d))
+        calls = get("tool_calls") or []
+        ids = [c.get("id") if isinstance(c, dict) else getattr(c, "id", None) for c in calls] if isinstance(calls, list) else []
+        out.append([_text(get("role")), [_text(i) for i in ids] or _text(get("tool_call_id", "")), _text(get("content", ""))[:80]])
+    return out
 
 
 def _message(calls):

@@ -175,6 +175,9 @@ def _resolve_repeats(tests: list) -> list:
     return tests
 
 
+WORSE = {"passed": 0, "skipped": 1, "failed": 2, "timeout": 3}   # a test reported twice keeps its worse outcome
+
+
 def _from_log(lines: list) -> list:
     """The tests that finished before the session was killed, and the one it was killed in."""
     done: dict[str, Test] = {}
@@ -190,9 +193,9 @@ def _from_log(lines: list) -> list:
         if rec["event"] == "start":
             started = rec["nodeid"]
             continue
-        prior = done.get(rec["nodeid"])
-        if prior is None or prior.outcome == "passed":
-            done[rec["nodeid"]] = _test(rec["nodeid"], rec.get("outcome", "failed"), str(rec.get("message", "")))
+        prior, new = done.get(rec["nodeid"]), _test(rec["nodeid"], rec.get("outcome", "failed"), str(rec.get("message", "")))
+        if prior is None or WORSE.get(new.outcome, 3) > WORSE.get(prior.outcome, 3):   # a forged line cannot hide a failure
+            done[rec["nodeid"]] = new
         started = None
     if started and started not in done:
         done[started] = _test(started, "timeout", "GRADER TIMEOUT: the whole test session was killed here")

@@ -158,6 +158,7 @@ def assemble(submission: Path, ev: dict, stretch: bool, notes) -> dict:
         "board": {m.id: b.line(m.id) for m in board_mod.milestones(stretch)},
         "tests": [asdict(t) for t in b.tests],
         "battery": ev["battery"].classes(), "parse_observed": ev["battery"].parse_summary(),
+        "loop_observed": ev["battery"].loop_summary(),
         "understanding": ev["understanding"], "failure_analysis": ev["failure"],
         "saved_runs": ev["saved_runs"],
         "note": "Suggested levels only: the instructor decides.",
@@ -217,12 +218,14 @@ def code_block(text: str) -> str:
 
 def _ev_loop(c, ev):
     lines = ["- Tests named in the rubric:"] + _test_lines(ev["board"], c.tests)
-    parsed = ev["battery"].parse_summary()
-    if parsed["of"]:
-        lines.append(f"- `parse_tool_calls` observed in the sandbox and judged by the grader (inputs drawn per run): "
-                     f"{'not started' if parsed['not_started'] else str(parsed['correct']) + ' of ' + str(parsed['of'])} "
-                     "cases as its contract says")
-        lines += [f"    - {w}" for w in parsed["wrong"][:4] if not parsed["not_started"]]
+    observed = (("`parse_tool_calls` (inputs drawn per run)", "cases", ev["battery"].parse_summary()),
+                ("`run_agent` against a scripted model (cap, message order, one result per id)", "scripts",
+                 ev["battery"].loop_summary()))
+    for what, unit, seen in observed:
+        if seen["of"]:
+            lines.append(f"- {what}, observed in a child process and judged by the grader: " + (
+                "not started" if seen["not_started"] else f"{seen['correct']} of {seen['of']} {unit} as its contract says"))
+            lines += [f"    - {w}" for w in seen["wrong"][:4] if not seen["not_started"]]
     runaway = (ev["defences"].blocks or {}).get("runaway")
     if runaway:
         lines.append(f"- `break_and_observe.py runaway` on the learner's unbroken code: ended {code(runaway.get('ended', '?'))}, "

@@ -18,7 +18,6 @@ import uuid
 from dataclasses import dataclass, field
 from pathlib import Path
 
-KINDS = ("bubblewrap", "docker", "podman", "none")
 SECRET_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 SANDBOX_UID = 65534               # "nobody": an unprivileged user inside the namespace
 TMP_MB = 256                      # private /tmp (and /dev/shm) size inside the sandbox

@@ -114,8 +114,9 @@ def plan_edit(repo_root, path, old_string, new_string) -> Edit:
         raises      tools.ToolError, with a message the model can act on, when: the path is a test
                     file (is_test_path on the resolved path's parts; say that the tests are the
                     specification, TEST_REFUSAL); the file is not an existing UTF-8 text file
-                    (read_text checks that); old_string is empty; old_string occurs zero times or
-                    more than once (say how many); new_string equals old_string.
+                    (read_text checks that); old_string is empty (say "empty"); old_string occurs
+                    zero times (say "not found") or more than once (say how many: "3 times");
+                    new_string equals old_string (say they are the "same").
 
     Hint: judge the *resolved* path (tools.relative_parts), so `src/../tests/x.py` and an in-repo
     symlink to a test file are refused too. str.count tells you how many matches there are.
@@ -161,11 +162,14 @@ def validate_answer(arguments, repo_root, messages, snippets) -> list[str]:
         repo_root, messages, snippets   the run's root, transcript and injected snippets.
         returns    [] when: arguments is a dict; "answer" is a non-empty string; "citations" is a
                    non-empty list; each citation is a dict with a string "path" and whole-number
-                   "start_line" and "end_line" (bool is not a number), 1 <= start_line <= end_line;
+                   "start_line" and "end_line" (bool is not a number), 1 <= start_line <= end_line
+                   (a start_line below 1 gets a problem saying lines count "from 1"; an end_line
+                   before start_line, a problem that names "end_line");
                    and each cited span is grounded: a visible file inside the repository, lines
                    inside the file, and lines that were injected or shown by a tool in this run.
                    Otherwise one problem per failure, naming the citation (e.g. "citations[1]
-                   shop/models.py:40-42: ...") and what is wrong, so the model can fix it.
+                   shop/models.py:40-42: ...") and what is wrong, so the model can fix it; for an
+                   ungrounded span, check_span's own reason ("no such file", "never read", ...).
         never      raises for bad arguments; never re-implements the citation check.
 
     Hint: lines_seen(messages, snippets) (from citations.py) gives what the run showed;
