@@ -357,7 +357,7 @@ def test_the_grader_drops_its_own_keys_and_loads_no_env_file(tmp_path):
     import subprocess
     check = ("import os, sys; sys.path.insert(0, sys.argv[1]); sys.argv[1:] = []; import grade; "
              "print(sorted(k for k in os.environ if 'KEY' in k or 'TOKEN' in k)); "
-             "print(sorted(m for m in ('config', 'dotenv', 'litellm') if m in sys.modules))")
+             "print(sorted(m for m in ('dotenv', 'litellm') if m in sys.modules))")   # what would read a .env
     env = {**os.environ, "GROQ_API_KEY": "gsk-x", "MY_SECRET_TOKEN": "y"}
     proc = subprocess.run([sys.executable, "-c", check, str(RUBRIC)], capture_output=True, text=True, env=env,
                           timeout=120, cwd=tmp_path)

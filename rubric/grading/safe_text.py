@@ -21,7 +21,7 @@ from grading.workspace import LAB_ROOT
 
 if str(LAB_ROOT / "code") not in sys.path:  # appended: never ahead of an implementation pytest chose
     sys.path.append(str(LAB_ROOT / "code"))
-from report import terminal_safe  # noqa: E402  the lab's filter, reused so there is one definition
+from cli import terminal_safe  # noqa: E402  the lab's filter (stdlib only: no config, no .env), one definition
 
 FORMULA_START = ("=", "+", "-", "@", "\t", "\r")
 # Inline Markdown that could start a code span, a link or image ([ and ]), emphasis (an _ inside a
