@@ -19,7 +19,8 @@ This file is only the wiring. Read it top to bottom: the data flows one way, eac
     citations.check_citations()       every path:line the answer cites, checked against the run
     report.print_report() / --json    answer, citations, one summary line   (report.py)
 
-Exit codes: 0 answered; 1 stopped without an answer (max steps, or an empty reply); 2 could not run (no provider,
+Exit codes: 0 answered; 1 stopped without an answer (max steps, an empty reply, or a reply that is
+only a tool call written as text); 2 could not run (no provider,
 bad repository path, authentication, provider unreachable, refused, rate limited or overloaded
 after retries, your code not done yet). `--check` exits 0 when the setup works, else 2.
 A structured answer (--structured) that still fails validation after one retry also exits 1.
@@ -28,6 +29,7 @@ A structured answer (--structured) that still fails validation after one retry a
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import sys
 import time
@@ -51,9 +53,11 @@ import cli  # noqa: E402
 import config  # noqa: E402  (sets LiteLLM's offline price map before anything imports litellm)
 import context_selector  # noqa: E402
 import llm  # noqa: E402
+import local_server  # noqa: E402
 import preflight  # noqa: E402  (--check)
 import report  # noqa: E402
 import stretch  # noqa: E402  (the opt-in stretch milestones S1-S3, from the implementation under test)
+import text_calls  # noqa: E402
 import tools  # noqa: E402
 
 
@@ -156,6 +160,7 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
     if cache_dir is None:
         cache_dir = settings.cache_dir if settings is not None else config.default_cache_dir()
     snippets = context_selector.select_context(question, root, k=top_k, embed=embed, cache_dir=cache_dir,
+                                               budget=context_budget(settings, question),
                                                exclude=context_selector.lab_data(root)) if use_context else []
     messages = build_messages(question, snippets, edits=edits is not None)
     steps = agent_loop.DEFAULT_MAX_STEPS if max_steps is None else max_steps
@@ -182,7 +187,10 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
     # A reply with no text and no tool call ends the loop too, but it is not an answer: a reasoning
     # model that spent its token cap thinking, a safety filter, a provider's hiccup.
     empty = not capped and final is None and not (isinstance(answer, str) and answer.strip())
-    termination = ("max_steps" if capped else "empty_answer" if empty else
+    # A reply that is only a tool call written as JSON: the model meant to call a tool and the
+    # provider did not see a call. Not an answer either (text_calls.py).
+    written = not capped and final is None and text_calls.is_written_call(answer)
+    termination = ("max_steps" if capped else "empty_answer" if empty else "tool_call_as_text" if written else
                    "invalid_answer" if final and not final.accepted else "answered")
     return report.Result(
         question=question, repo=str(root), model=getattr(settings, "model", None) or "scripted",
@@ -204,7 +212,8 @@ context or a tool result). If you have not seen it, look it up; do not guess.
 2. Cite your evidence as path:line or path:start-end, with the paths and line numbers the tools \
 and the context show.
 3. If what you found is not enough, say which evidence is missing instead of guessing.
-4. Before each tool call, write one sentence, your Thought: what you are looking for and why.
+4. To use a tool, call it; do not describe the call in prose. Before each tool call, write one \
+sentence, your Thought: what you are looking for and why.
 5. Answer briefly: the answer first, then the citations that support it."""
 
 # Added to the rules when --allow-edits offers the edit_file tool (stretch milestone S2).
@@ -232,6 +241,19 @@ def build_messages(question: str, snippets, edits: bool = False) -> list[dict]:
         {"role": "system", "content": system},
         {"role": "user", "content": f"{context}\n\nQuestion: {question}"},
     ]
+
+
+def context_budget(settings, question: str) -> int:
+    """Characters of injected context: CONTEXT_CHAR_BUDGET, or less for a local server whose context
+    window cannot hold it beside the prompt and the tool schemas (said on stderr; local_server.py)."""
+    budget = context_selector.CONTEXT_CHAR_BUDGET
+    if settings is None or not local_server.is_local_model(settings):
+        return budget  # a hosted provider: no extra request, nothing changes
+    fixed = sum(map(len, (SYSTEM_PROMPT, json.dumps(tools.TOOL_SCHEMAS), CONTEXT_HEADER, CONTEXT_FOOTER, question)))
+    budget, note = local_server.context_budget(settings, fixed, budget)
+    if note:
+        print(f"copilot: {note}", file=sys.stderr)
+    return budget
 
 
 # --------------------------------------------------------------------------- small helpers of main()

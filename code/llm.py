@@ -28,12 +28,15 @@ from email.utils import parsedate_to_datetime
 from types import SimpleNamespace
 
 import config
+import local_server
+import text_calls
 from cli import NotDoneYet, redact_urls, terminal_safe
 from litellm_guard import DeadlineExceeded, import_litellm, within_deadline
 
 MAX_ANSWER_TOKENS = 4_096       # per model call (Anthropic requires a value). Reasoning models, the default
                                 # gpt-oss among them, spend part of it thinking: a small cap returns empty replies
-REQUEST_TIMEOUT = 60            # seconds for one model call, in all (a server dripping bytes is cut off too)
+REQUEST_TIMEOUT = 60            # seconds for one model call, in all (a server dripping bytes is cut off too);
+                                # a local server gets LOCAL_TIMEOUT_FACTOR times as long (request_timeout)
 RETRIES = 2                     # a rate limit or an overload: retried this often, then one clear line
 FIRST_WAIT = 4.0                # seconds before the first retry when the provider names no wait; doubles
 MAX_WAIT = 30.0                 # the longest single wait; a provider asking for more gets no retry
@@ -67,6 +70,8 @@ class Usage:
     model_seconds: float = 0.0      # waiting for the provider (retries included)
     startup_seconds: float = 0.0    # importing LiteLLM on the first call: start-up, not the model
     finish_reason: str | None = None  # the last reply's: "stop", "length", "content_filter (SAFETY)"...
+    recovered_calls: int = 0        # tool calls a local model wrote as text, recovered (text_calls.py)
+    answer_cap: int = MAX_ANSWER_TOKENS  # max_tokens of each call (answer_cap: less for a local model)
     scripted: bool = False          # a reply came from the lab's fake server (scripted), not a model
 
     def record(self, response) -> None:
@@ -115,10 +120,21 @@ def finish_reason_of(response) -> str | None:
     return said if isinstance(said, str) else None
 
 
+def answer_cap(settings) -> int:
+    """max_tokens for each call: MAX_ANSWER_TOKENS, or local_server.LOCAL_ANSWER_TOKENS for a model
+    served on this machine, so that a reply that runs away still ends within request_timeout."""
+    return local_server.LOCAL_ANSWER_TOKENS if local_server.is_local_model(settings) else MAX_ANSWER_TOKENS
+
+
 def request_timeout(settings) -> float:
     """Seconds one model call may take in all: the settings' ``timeout`` if they carry one, else
-    REQUEST_TIMEOUT. The same number bounds LiteLLM's per-read timeout and the wall clock."""
-    return float(getattr(settings, "timeout", None) or REQUEST_TIMEOUT)
+    REQUEST_TIMEOUT, or local_server.LOCAL_TIMEOUT_FACTOR times that for a model served on this
+    machine (a CPU model needs minutes to read a long prompt). The same number bounds LiteLLM's
+    per-read timeout and the wall clock."""
+    given = getattr(settings, "timeout", None)
+    if given:
+        return float(given)
+    return float(REQUEST_TIMEOUT * (local_server.LOCAL_TIMEOUT_FACTOR if local_server.is_local_model(settings) else 1))
 
 
 def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_base=None, sleep=None):
@@ -134,7 +150,9 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
     usage = usage if usage is not None else Usage()
     timeout = request_timeout(settings)
 
-    def complete(messages, tool_schemas, tool_choice="auto"):
+    usage.answer_cap = answer_cap(settings)
+
+    def complete(messages, tool_schemas, tool_choice="auto", max_tokens=None):
         started = time.perf_counter()
         litellm = import_litellm()  # lazy: it takes seconds, and --context-only never needs it
         asked = time.perf_counter()
@@ -150,7 +168,7 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
                     litellm.completion, timeout,
                     model=settings.model, messages=wire_messages(settings, messages), tools=tool_schemas,
                     tool_choice=tool_choice,
-                    max_tokens=MAX_ANSWER_TOKENS, api_base=settings.api_base, api_key=settings.api_key,
+                    max_tokens=max_tokens or usage.answer_cap, api_base=settings.api_base, api_key=settings.api_key,
                     timeout=timeout, max_retries=0, **forced)
                 if native_finish(response) == "MALFORMED_FUNCTION_CALL":
                     raise MalformedToolCall()  # handled below, like Groq's tool_use_failed
@@ -169,10 +187,22 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
                 (sleep or pause)(wait)
         usage.model_seconds += time.perf_counter() - asked
         usage.record(response)
-        return response.choices[0].message
+        return recover_written_calls(settings, usage, response.choices[0].message, tool_schemas)
 
     complete.model, complete.usage = settings.model, usage
     return complete
+
+
+def recover_written_calls(settings, usage: Usage, message, tool_schemas):
+    """PROVIDED RECOVERY, for a local server only: a reply that is nothing but tool calls written as
+    JSON (a small model ignoring its template's tool-call markup) becomes those calls, counted in
+    usage.recovered_calls. Hosted providers' replies are returned untouched (see text_calls.py)."""
+    if not local_server.is_local_model(settings):
+        return message
+    recovered = text_calls.recover(message, tool_schemas)
+    if recovered is not message:
+        usage.recovered_calls += len(recovered.tool_calls)
+    return recovered
 
 
 def wire_messages(settings, messages) -> list:

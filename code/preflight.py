@@ -20,11 +20,16 @@ import sys
 import time
 
 import config
+import context_selector
 import llm
+import local_server
+import text_calls
 from cli import json_text, redact_urls, terminal_safe
 from tools import TOOL_SCHEMAS
 
 HELLO = [{"role": "user", "content": "Reply with the single word: ready"}]
+PROMPT_CHARS = 1_200      # copilot.SYSTEM_PROMPT, the context's frame and a question, roughly
+LOCAL_PROBE_TOKENS = 256  # a local server's probes: enough for a call, and a runaway reply stops in seconds
 NEEDS_TOOL = [{"role": "user", "content": "Call the list_directory tool with path \".\" now. Do not answer in text."}]
 
 
@@ -83,13 +88,18 @@ def _check(say, model, api_base, env, sleep, env_file) -> None:
         say("ok", "base URL: the provider's own (COPILOT_API_BASE is not set)")
     for problem in config.base_url_problems(settings.model, settings.api_base):
         say("warn", problem)
+    local = local_server.is_local_model(settings)
+    if local:
+        say("ok", f"timeout: {llm.request_timeout(settings):g} s per model call (a local server; a hosted provider "
+                  f"gets {llm.REQUEST_TIMEOUT} s)")
+    probe = {"max_tokens": LOCAL_PROBE_TOKENS} if local else {}  # a runaway reply ends in seconds, not minutes
     usage = llm.Usage()
     complete = llm.make_complete(settings, usage, sleep=sleep)
     llm.import_litellm()  # now, so the time below is the model's, not the import's
 
     started = time.perf_counter()
     try:
-        reply = complete(HELLO, TOOL_SCHEMAS)
+        reply = complete(HELLO, TOOL_SCHEMAS, **probe)
     except Exception as exc:  # every failure is one finding, never a traceback
         say("FAIL", f"answer: {llm.describe_error(exc, settings, suggest_check=False)}")
         return
@@ -99,12 +109,30 @@ def _check(say, model, api_base, env, sleep, env_file) -> None:
         reason = usage.finish_reason or "none reported"
         say("warn", f"answer: the model replied with no text (finish reason {reason}); a run that ends like this "
                     "has no answer (exit 1)")
+    if local:
+        say(*window_finding(settings, usage.prompt_tokens))
     try:
-        message = complete(NEEDS_TOOL, TOOL_SCHEMAS, tool_choice="required")
+        # "required" for a local server too would be worse: llama-server's grammar for it lets a model
+        # that never writes its template's call markup run on to the token cap (issue 22)
+        message = complete(NEEDS_TOOL, TOOL_SCHEMAS, tool_choice="auto" if local else "required", **probe)
     except Exception as exc:
         say("FAIL", f"tool call: {llm.describe_error(exc, settings, suggest_check=False)}")
         return
     say(*tool_finding(message))
+
+
+def window_finding(settings, hello_tokens: int) -> tuple[str, str]:
+    """A local server: its context window beside the size of a run's first prompt (estimated from the
+    first probe's prompt, which holds the tool schemas, plus the system prompt and the injected context)."""
+    first = hello_tokens + (PROMPT_CHARS + context_selector.CONTEXT_CHAR_BUDGET) // local_server.CHARS_PER_TOKEN
+    window = local_server.context_window(settings)
+    if window is None:
+        return "ok", (f"context window: not reported by the server (llama-server reports it at /props); a run's "
+                      f"first prompt is about {first:,} tokens: start the server with a window of at least "
+                      f"{first + local_server.ANSWER_ROOM:,}")
+    level = "ok" if window >= first + local_server.ANSWER_ROOM else "warn"
+    cut = "" if level == "ok" else ": the injected context is cut to fit, and tool results may not fit (start the server with a larger -c)"
+    return level, f"context window: {window:,} tokens; a run's first prompt is about {first:,}{cut}"
 
 
 def model_source(model, merged, environ, settings_file: str = "code/.env") -> str:
@@ -140,6 +168,10 @@ def tool_finding(message) -> tuple[str, str]:
                         "support tool calling; choose a model that does (see code/.env.example)")
     names = {schema["function"]["name"] for schema in TOOL_SCHEMAS}
     call = calls[0]
+    if str(getattr(call, "id", "")).startswith(text_calls.RECOVERED_ID):
+        return "warn", (f"tool call: the model wrote its {call.function.name} call as text, not as a tool call; the "
+                        "copilot recovers such calls from a local server (text_calls.py), but this model calls "
+                        "tools unreliably")
     try:
         arguments = json.loads(call.function.arguments or "{}")
     except ValueError:

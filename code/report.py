@@ -49,7 +49,8 @@ class Result:
     repo: str
     model: str
     answer: str
-    termination: str                     # "answered", "max_steps", "empty_answer" or "invalid_answer" (--structured)
+    termination: str                     # "answered", "max_steps", "empty_answer", "tool_call_as_text"
+                                         # or "invalid_answer" (--structured)
     messages: list = field(default_factory=list)
     snippets: list = field(default_factory=list)
     citations: list = field(default_factory=list)
@@ -131,10 +132,13 @@ def print_report(result: Result, trace: bool = False, out=None) -> None:
             print(f"copilot: {terminal_safe(note)}", file=sys.stderr)
     if result.termination == "empty_answer":
         print(f"(no answer: {empty_reply_reason(result.usage.finish_reason)})", file=out)
+    elif result.termination == "tool_call_as_text":
+        print(f"(no answer: the model's last reply is a tool call written as text, which the provider did not "
+              f"turn into a call:)\n{result.answer}\n(this model does not call tools reliably: try another)", file=out)
     else:
         print(result.answer, file=out)
         if result.termination == "answered" and str(result.usage.finish_reason).startswith("length"):
-            print(f"\n(the reply reached the {llm.MAX_ANSWER_TOKENS:,}-token cap of one model call: it may be cut off)", file=out)
+            print(f"\n(the reply reached the {result.usage.answer_cap:,}-token cap of one model call: it may be cut off)", file=out)
     if result.structured is not None:
         print_structured(result.structured, out)
     if result.citations:
@@ -166,12 +170,15 @@ def summary_line(result: Result) -> str:
     u = result.usage
     cost = f"${u.cost_usd:.4f}" if u.cost_usd is not None else "cost unknown"
     ended = {"answered": "answered", "invalid_answer": "stopped: the structured answer failed validation",
-             "empty_answer": "stopped: the model's last reply was empty"}.get(
+             "empty_answer": "stopped: the model's last reply was empty",
+             "tool_call_as_text": "stopped: the model wrote a tool call as text"}.get(
         result.termination, f"stopped: {agent_loop.MAX_STEPS_REACHED}")
     took = f"{result.wall_seconds:.1f} s"
     if u.model_seconds or u.startup_seconds:  # a real model: what the provider took, apart from start-up
         took += f" (model {u.model_seconds:.1f} s, LiteLLM start-up {u.startup_seconds:.1f} s)"
-    return (f"[{u.steps} steps | {len(result.tool_calls)} tool calls | tokens {u.prompt_tokens:,} in / "
+    calls = f"{len(result.tool_calls)} tool calls" + (f" ({u.recovered_calls} written as text, recovered)"
+                                                      if u.recovered_calls else "")
+    return (f"[{u.steps} steps | {calls} | tokens {u.prompt_tokens:,} in / "
             f"{u.completion_tokens:,} out | {cost} | {took} | {ended}]")
 
 
