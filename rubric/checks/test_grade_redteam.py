@@ -295,3 +295,20 @@ def test_learner_processes_cannot_hold_more_than_a_thousand_descriptors(tmp_path
     ran = runner.run([tmp_path / "fds.py"], tmp_path, runner.child_env(tmp_path), 60)
     held = int(ran.stdout.split()[1])
     assert held < runner.MAX_OPEN_FILES and f"hard {runner.MAX_OPEN_FILES}" in ran.stdout, (ran.stdout, ran.stderr)
+
+
+def test_a_learner_folder_name_that_is_not_utf8_costs_no_class_page_or_csv(tmp_path):
+    """Folder mode crashed in the class page (UnicodeEncodeError on b'learner\\xff'): no CSV was written
+    for anyone. The name is now shown with U+FFFD everywhere, and its files are named the same way."""
+    import csv as csv_mod
+
+    from grading import classview, grader, report, safe_text
+
+    r = grader.could_not_grade(tmp_path / "learner\udcff", "a test of the name only")
+    assert r["learner"] == "learner\ufffd" and "\udcff" not in r["submission"]
+    page = classview.render([r], (), "reports/")
+    page.encode("utf-8")
+    report.markdown(r).encode("utf-8")
+    assert safe_text.file_stem("learner\udcff") == "learner\ufffd"
+    with open(tmp_path / "g.csv", "w", encoding="utf-8", newline="") as fh:
+        csv_mod.writer(fh).writerow([safe_text.csv_cell(r["learner"])])

@@ -16,6 +16,7 @@ from grading import cli_runs, criteria, documents, learner_code, prose, runner, 
 from grading import sandbox as sandbox_mod
 from grading.sandbox import Box
 from grading.report import code
+from grading.safe_text import name_text
 from grading.workspace import LAB_ROOT
 
 
@@ -123,7 +124,7 @@ def could_not_grade(submission: Path, why: str) -> dict:
     rubric = criteria.load_rubric()
     out = [{"number": n, "title": c.title, "weight": c.weight, "level": "could not grade", "points": 0,
             "reasons": [why], "evidence": [], "signals": []} for n, c in sorted(rubric.items())]
-    return {"learner": submission.name, "submission": str(submission), "lab": lab_version(), "criteria": out,
+    return {"learner": name_text(submission.name), "submission": name_text(submission), "lab": lab_version(), "criteria": out,
             "total": 0, "max_total": sum(c["weight"] for c in out), "could_not_grade": why, "sandbox": "",
             "integrity": {"flags": {}, "lines": [f"- could not grade: {why}"]}, "runs": [], "copy_notes": [],
             "board": {}, "tests": [], "battery": {}, "understanding": {}, "failure_analysis": {}, "saved_runs": [],
@@ -156,7 +157,7 @@ def assemble(submission: Path, ev: dict, stretch: bool, notes) -> dict:
     return {
         "sandbox": ev.get("sandbox", "none"), "limits": ev.get("limits", ""), "unreadable": ev.get("unreadable", []),
         "learner_cpu_seconds": round(sum(cpu), 1) if cpu else None,
-        "learner": submission.resolve().name, "submission": str(submission), "lab": lab_version(),
+        "learner": name_text(submission.resolve().name), "submission": name_text(submission), "lab": lab_version(),
         "criteria": out, "total": sum(c["points"] for c in out), "max_total": sum(c["weight"] for c in out),
         "integrity": integ, "runs": runs, "copy_notes": notes.skipped,
         "board": {m.id: b.line(m.id) for m in board_mod.milestones(stretch)},

@@ -67,7 +67,13 @@ def csv_uncell(value: str) -> str:
     return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_START) else value
 
 
+def name_text(name) -> str:
+    """A file or folder name as text: bytes that are not UTF-8 (kept by Python as lone surrogates,
+    which no UTF-8 writer accepts) become U+FFFD."""
+    return str(name).encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
 def file_stem(name) -> str:
     """A learner's name as a file name: no separator, control character or leading dot."""
-    stem = re.sub(r"[\x00-\x1f\x7f/\\:]", "_", str(name)).lstrip(".")
+    stem = re.sub(r"[\x00-\x1f\x7f/\\:]", "_", name_text(name)).lstrip(".")
     return stem[:120] or "learner"
