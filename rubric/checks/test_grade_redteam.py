@@ -312,3 +312,24 @@ def test_a_learner_folder_name_that_is_not_utf8_costs_no_class_page_or_csv(tmp_p
     assert safe_text.file_stem("learner\udcff") == "learner\ufffd"
     with open(tmp_path / "g.csv", "w", encoding="utf-8", newline="") as fh:
         csv_mod.writer(fh).writerow([safe_text.csv_cell(r["learner"])])
+
+
+@needs_bwrap
+def test_the_graders_checkout_stays_hidden_when_it_lies_under_a_bound_folder(tmp_path, monkeypatch):
+    """A lab cloned under /usr/local/src (bound read-only as the system) or inside the Python
+    installation showed its code/.env to learner code; it is now covered by an empty tmpfs."""
+    system = tmp_path / "usr"
+    (system / "src" / "lab" / "code").mkdir(parents=True)
+    (system / "src" / "lab" / "code" / ".env").write_text("GROQ_API_KEY=sk-instructor\n")
+    (system / "share").mkdir()
+    (system / "share" / "visible.txt").write_text("ok")
+    real = sandbox.python_dirs()   # the stand-in for /usr goes with them: bound after the private /tmp
+    monkeypatch.setattr(sandbox, "python_dirs", lambda: real + [str(system)])
+    monkeypatch.setattr(sandbox, "HIDDEN", [str(system / "src" / "lab")])
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "look.py").write_text(f"import os\nprint(os.path.exists({str(system / 'src' / 'lab' / 'code' / '.env')!r}), "
+                                  f"open({str(system / 'share' / 'visible.txt')!r}).read())\n")
+    ran = runner.run([home / "look.py"], home, runner.child_env(home), 60,
+                     box=sandbox.Box("bubblewrap", readonly=[home]))
+    assert ran.stdout.split() == ["False", "ok"], (ran.stdout, ran.stderr)

@@ -23,9 +23,15 @@ SANDBOX_UID = 65534               # "nobody": an unprivileged user inside the na
 TMP_MB = 256                      # private /tmp (and /dev/shm) size inside the sandbox
 MAX_PROCESSES = 256               # tasks (processes and threads) for one command and all it starts
 DOCKER_IMAGE = os.environ.get("GRADE_DOCKER_IMAGE", "debian:bookworm-slim")
+# Never visible inside, even where a bound folder holds it: the grader's own checkout.
+HIDDEN = [os.path.realpath(Path(__file__).resolve().parents[2])]
 HOW_TO_GET_ONE = ("no sandbox for learner code here: on Debian/Ubuntu `sudo apt-get install bubblewrap`; "
                   "elsewhere run grade.py in a Linux VM or with --sandbox docker, or pass --no-sandbox to run "
                   "learner code with your own privileges (see rubric/rubric.md, 'The sandbox')")
+
+
+def _inside(path: str, folder: str) -> bool:
+    return path == folder or path.startswith(folder.rstrip(os.sep) + os.sep)
 
 
 def _system_dirs() -> list:
@@ -79,8 +85,13 @@ class Box:
             argv += [kind, a, b]
         argv += ["--proc", "/proc", "--dev", "/dev", "--size", str(TMP_MB << 20), "--tmpfs", "/dev/shm",
                  "--size", str(TMP_MB << 20), "--tmpfs", "/tmp"]
+        shown = [b for _, _, b in _system_dirs()] + python_dirs()
         for p in python_dirs():   # after the tmpfs: a virtualenv made under /tmp (as CI does) stays visible
             argv += ["--ro-bind", p, p]
+        for hidden in HIDDEN:     # the instructor's checkout (its code/.env) under /usr or a Python folder
+            if any(_inside(hidden, b) for b in shown):
+                argv += ["--tmpfs", hidden]
+                argv += [x for p in python_dirs() if _inside(p, hidden) for x in ("--ro-bind", p, p)]
         for p in self.readonly:
             argv += ["--ro-bind", str(p), str(p)]
         for p in self.writable:
