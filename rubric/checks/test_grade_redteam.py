@@ -333,3 +333,16 @@ def test_the_graders_checkout_stays_hidden_when_it_lies_under_a_bound_folder(tmp
     ran = runner.run([home / "look.py"], home, runner.child_env(home), 60,
                      box=sandbox.Box("bubblewrap", readonly=[home]))
     assert ran.stdout.split() == ["False", "ok"], (ran.stdout, ran.stderr)
+
+
+def test_a_huge_python_file_is_not_copied_so_no_parser_of_the_grader_meets_it(tmp_path):
+    """ast.parse of 6 MB of `x = 1` lines took 2.4 GB and 17 s in the grader's own process; a 45 MB
+    tools.py (under the 50 MB copy budget) would have taken the grader, and the class, down."""
+    sub = tmp_path / "sub"
+    (sub / "code").mkdir(parents=True)
+    (sub / "code" / "tools.py").write_text("x = 1\n" * ((workspace.MAX_SOURCE_BYTES // 6) + 10))
+    (sub / "code" / "agent_loop.py").write_text("y = 2\n")
+    notes = workspace.copy_submission(sub, tmp_path / "copy")
+    assert not (tmp_path / "copy" / "code" / "tools.py").exists()
+    assert (tmp_path / "copy" / "code" / "agent_loop.py").exists()
+    assert "not copied" in dict(notes.skipped)[os.path.join("code", "tools.py")]

@@ -32,6 +32,7 @@ SHADOWING = {"pytest", "_pytest", "pluggy", "litellm", "numpy", "dotenv", "sitec
 MAX_FILES = 5000
 MAX_BYTES = 50 << 20              # a submission bigger than this is copied only up to here
 MAX_DEPTH = 64                    # folders deeper than this are not copied (noted)
+MAX_SOURCE_BYTES = 512 << 10      # a .py file the grader parses (ast): 6 MB of source took 2.4 GB and 17 s
 MAX_FOLDERS = 2000                # a million empty folders would otherwise cost a million mkdirs
 MAX_PATH_CHARS = 1000             # a longer relative path is not copied (PATH_MAX is 4096 on Linux)
 MANIFEST = "lab-manifest.txt"     # the shipped files, one per line, where the lab has no git
@@ -168,6 +169,9 @@ def copy_submission(src: Path, dst: Path) -> CopyNotes:
                 continue
             if not stat.S_ISREG(info.st_mode):
                 notes.skip(str(rel), "not a regular file")
+                continue
+            if name.endswith(".py") and info.st_size > MAX_SOURCE_BYTES:
+                notes.skip(str(rel), f"a Python file over {MAX_SOURCE_BYTES >> 10} KB, not copied (the lab's largest is 42 KB)")
                 continue
             if notes.files >= MAX_FILES or notes.bytes + info.st_size > MAX_BYTES:
                 notes.skip(str(rel), "size limit reached")
