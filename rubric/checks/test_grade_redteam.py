@@ -346,3 +346,19 @@ def test_a_huge_python_file_is_not_copied_so_no_parser_of_the_grader_meets_it(tm
     assert not (tmp_path / "copy" / "code" / "tools.py").exists()
     assert (tmp_path / "copy" / "code" / "agent_loop.py").exists()
     assert "not copied" in dict(notes.skipped)[os.path.join("code", "tools.py")]
+
+
+@pytest.mark.skipif(os.name != "posix", reason="hard links to another owner's file are a POSIX shared-machine case")
+def test_a_hard_link_in_a_submission_is_not_copied(tmp_path):
+    """On a shared machine without protected_hardlinks a learner can hard-link a file they cannot
+    read (the instructor's key); the grader, reading as the instructor, copied its content."""
+    secret = tmp_path / "instructor_key"
+    secret.write_text("-----BEGIN PRIVATE KEY-----\n")
+    sub = tmp_path / "sub"
+    (sub / "code").mkdir(parents=True)
+    os.link(secret, sub / "code" / "helper.py")
+    (sub / "code" / "tools.py").write_text("x = 1\n")
+    notes = workspace.copy_submission(sub, tmp_path / "copy")
+    assert not (tmp_path / "copy" / "code" / "helper.py").exists()
+    assert "hard link" in dict(notes.skipped)[os.path.join("code", "helper.py")]
+    assert (tmp_path / "copy" / "code" / "tools.py").read_text() == "x = 1\n"

@@ -177,13 +177,39 @@ def copy_submission(src: Path, dst: Path) -> CopyNotes:
                 notes.skip(str(rel), "size limit reached")
                 continue
             try:
-                shutil.copyfile(path, dst / rel, follow_symlinks=False)
+                why = _copy_regular(path, dst / rel)
             except OSError as exc:
-                notes.skip(str(rel), f"not copied ({exc.strerror})")
+                why = f"not copied ({exc.strerror})"
+            if why:
+                notes.skip(str(rel), why)
                 continue
             notes.files += 1
             notes.bytes += info.st_size
     return notes
+
+
+def _copy_regular(path: Path, to: Path) -> str:
+    """Copy one file through a descriptor checked after opening: a name swapped for a link or FIFO
+    since the listing is not followed (nor blocks), and a hard link (on a shared machine, a name
+    for a file its learner may not read, such as the instructor's key) is not copied. "" = copied."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            return "not a regular file"
+        if info.st_nlink > 1 and os.name == "posix":
+            return "a hard link (another name for a file that may not be the learner's), not copied"
+        with open(to, "xb") as out:
+            left = min(info.st_size, MAX_BYTES)
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 20))
+                if not chunk:
+                    break
+                out.write(chunk)
+                left -= len(chunk)
+    finally:
+        os.close(fd)
+    return ""
 
 
 def _keep_link(src: Path, link: Path, rel: Path, dst: Path, notes: CopyNotes) -> None:
