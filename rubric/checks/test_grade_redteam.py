@@ -165,21 +165,21 @@ def _ev(outcomes: dict, probes: list, parsing=(), looping=()):
 
     b = board.Board(tests=[board.Test(f"code/tests/test_{m.lower()}_x.py::test_{i}", m, o)
                            for m, o in outcomes.items() for i in range(2)])
-    return {"board": b, "battery": battery.Battery(probes=list(probes), parsing=list(parsing), looping=list(looping))}
+    return b, battery.Battery(probes=list(probes), parsing=list(parsing), looping=list(looping))
 
 
 def test_tests_passing_over_a_battery_failure_are_flagged_as_contradicted():
     """The guiding tests' stream comes from the learner's process (a payload can rewrite every report
     to "passed"); the battery is judged in the grader. Tests passing over a leak is what a forged
     stream looks like, and the report says so."""
-    from grading import grader
+    from grading.battery import contradicted
 
     leak = {"class": "climbs", "probe": "../x", "kind": "relative", "argument": "'../x'", "result": "outside", "detail": "returned /x"}
     bad_parse = {"probe": "two calls", "result": "wrong", "detail": "expected [a], got []"}
-    forged = grader.contradicted(_ev({"M1": "passed", "M2": "passed", "M3": "failed"}, [leak], parsing=[bad_parse]))
+    forged = contradicted(*_ev({"M1": "passed", "M2": "passed", "M3": "failed"}, [leak], parsing=[bad_parse]))
     assert [x.split(" tests")[0] for x in forged] == ["M1", "M2"], forged
     assert "climbs" in forged[0] and "1 of 1" in forged[1]
-    honest = grader.contradicted(_ev({"M1": "failed", "M2": "passed"}, [leak],
+    honest = contradicted(*_ev({"M1": "failed", "M2": "passed"}, [leak],
                                      parsing=[{"probe": "two calls", "result": "correct", "detail": ""}]))
     assert honest == []
 

@@ -95,6 +95,27 @@ def _status(name: str, probes: list) -> str:
 
 # --------------------------------------------------------------------------- judging, in the grader
 
+def contradicted(board, battery) -> list:
+    """Milestones whose guiding tests pass while the battery, judged here, saw the function fail.
+
+    The tests run in the learner's process, so their stream can be forged (a payload that rewrites
+    every report to "passed"); the battery's answers are judged in the grader. Both passing is
+    consistent; tests passing over a battery failure is what a forged stream looks like."""
+    out = []
+    for milestone, kinds in (("M1", False), ("M3", True)):
+        if board.state(milestone) != "passing":
+            continue
+        bad = [name for name, v in battery.classes().items() if v["status"] in ("leaked", "hung")
+               and name not in NOT_THE_LEARNERS and any((p["kind"] == "dispatch") == kinds for p in v["probes"])]
+        if bad:
+            out.append(f"{milestone} tests all pass, but the battery saw {', '.join(bad)} get through")
+    for milestone, summary in (("M2", battery.parse_summary()), ("M4", battery.loop_summary())):
+        if board.state(milestone) == "passing" and summary["of"] and summary["wrong"]:
+            out.append(f"{milestone} tests all pass, but {summary['of'] - summary['correct']} of {summary['of']} "
+                       f"contract probes judged outside did not: {summary['wrong'][0][:160]}")
+    return out
+
+
 def judge_parse(answer: dict, calls) -> tuple[str, str]:
     if "hung" in answer:
         return "hung", answer["hung"]

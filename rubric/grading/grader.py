@@ -351,28 +351,6 @@ def _ev_starcall(c, ev):
     return lines
 
 
-def contradicted(ev) -> list:
-    """Milestones whose guiding tests pass while the battery, judged here, saw the function fail.
-
-    The tests run in the learner's process, so their stream can be forged (a payload that rewrites
-    every report to "passed"); the battery's answers are judged in the grader. Both passing is
-    consistent; tests passing over a battery failure is what a forged stream looks like."""
-    board, battery = ev["board"], ev["battery"]
-    out = []
-    for milestone, kinds in (("M1", False), ("M3", True)):
-        if board.state(milestone) != "passing":
-            continue
-        bad = [name for name, v in battery.classes().items() if v["status"] in ("leaked", "hung")
-               and name not in battery_mod.NOT_THE_LEARNERS and any((p["kind"] == "dispatch") == kinds for p in v["probes"])]
-        if bad:
-            out.append(f"{milestone} tests all pass, but the battery saw {', '.join(bad)} get through")
-    for milestone, summary in (("M2", battery.parse_summary()), ("M4", battery.loop_summary())):
-        if board.state(milestone) == "passing" and summary["of"] and summary["wrong"]:
-            out.append(f"{milestone} tests all pass, but {summary['of'] - summary['correct']} of {summary['of']} "
-                       f"contract probes judged outside did not: {summary['wrong'][0][:160]}")
-    return out
-
-
 def _integrity(ev) -> dict:
     integ, board = ev["integrity"], ev["board"]
     changed = {m: i["changed"] for m, i in integ["modules"].items() if i["changed"]}
@@ -389,7 +367,7 @@ def _integrity(ev) -> dict:
              + integ["provided_edited"], "matches_reference_solution": same, "stubs_still_raising": core_stubs,
              "timeouts": len(timeouts), "does_not_import": broken,
              "shadowing_modules_refused": [f"{p} ({why})" for p, why in refused],
-             "tests_contradicted_outside": contradicted(ev)}
+             "tests_contradicted_outside": battery_mod.contradicted(board, ev["battery"])}
     lines = [
         "- What ran: " + ("the learner's tools.py, agent_loop.py and stretch.py as submitted (--as-submitted)" if ev["as_submitted"]
                           else "the learner's functions (and any definitions they added) inside this lab's provided code; "

@@ -192,7 +192,8 @@ def _copy_regular(path: Path, to: Path) -> str:
     """Copy one file through a descriptor checked after opening: a name swapped for a link or FIFO
     since the listing is not followed (nor blocks), and a hard link (on a shared machine, a name
     for a file its learner may not read, such as the instructor's key) is not copied. "" = copied."""
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0))
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    fd = os.open(path, flags)   # O_BINARY: Windows would otherwise translate line ends
     try:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
