@@ -185,8 +185,11 @@ def test_a_lone_surrogate_beside_a_tool_call_reaches_the_server_as_text():
 
 def test_a_server_dripping_one_byte_at_a_time_is_cut_off_at_the_deadline(monkeypatch):
     monkeypatch.setattr(llm, "REQUEST_TIMEOUT", 1)
+    # A loopback server counts as a model on this machine (10x the time); the deadline is the point here.
+    monkeypatch.setattr(llm.local_server, "LOCAL_TIMEOUT_FACTOR", 1)
     with RawServer(chat_body(content_json='"' + "x" * 200 + '"'), drip=0.05) as server:  # 10+ s in all
         settings = _settings(server.base_url)
+        llm.import_litellm()  # its first import takes seconds, and is not the call being timed
         started = time.perf_counter()
         with pytest.raises(Exception) as caught:
             llm.make_complete(settings)([{"role": "user", "content": "hi"}], [])
