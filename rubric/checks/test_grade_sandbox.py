@@ -29,6 +29,7 @@ if str(RUBRIC) not in sys.path:
     sys.path.append(str(RUBRIC))
 
 from grading import grader, report, runner, sandbox, synthetic, workspace  # noqa: E402
+from classroom import own_bodies  # noqa: E402
 from mutants import MUTANTS  # noqa: E402
 
 BWRAP_WHY = sandbox.choose("bubblewrap")[1]
@@ -170,9 +171,10 @@ def twins(tmp_path_factory):
     attack = payload(tmp, listener.port)
     # the twin carries the payload as comments: the same lines, so file:line claims in its documents match too
     inert = "\n".join("# " + line if line.strip() else line for line in attack.splitlines())
-    plain = synthetic.make(tmp / "plain", code="reference", docs="filled")
+    # the learner's own functions (a copy of the reference would be HOLD on C1-C3 in both twins)
+    plain = synthetic.make(tmp / "plain", code="reference", docs="filled", functions=own_bodies())
     synthetic.plant(plain / "code" / "tools.py", "safe_resolve", inert + "\n" + BASE.body)
-    attacked = synthetic.make(tmp / "attacked", code="reference", docs="filled")
+    attacked = synthetic.make(tmp / "attacked", code="reference", docs="filled", functions=own_bodies())
     synthetic.plant(attacked / "code" / "tools.py", "safe_resolve", attack + "\n" + BASE.body)
     with pytest.MonkeyPatch.context() as mp:
         mp.setenv("OPENAI_API_KEY", KEY)   # what a careless instructor's shell holds
@@ -188,6 +190,7 @@ def twins(tmp_path_factory):
 def test_a_payload_changes_no_verdict_only_its_own_return_values(twins):
     assert twins["attacked"]["sandbox"] == "bubblewrap"
     assert verdict(twins["attacked"]) == verdict(twins["plain"])
+    assert not any(c.get("mark") == "HOLD" for c in twins["plain"]["criteria"]), levels(twins["plain"])
     # the twin really is failing: forged "passed" results would have shown
     assert twins["plain"]["board"]["M1"].startswith("failing"), twins["plain"]["board"]
     assert twins["plain"]["battery"]["sibling prefixes"]["status"] == "leaked"

@@ -10,6 +10,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
+from grading.battery import contradicted as battery_contradicted
 from grading.workspace import LAB_ROOT
 
 LEVELS = ("Exemplary", "Proficient", "Developing", "Missing")
@@ -130,6 +131,16 @@ def _hold(number, ev):
                                              "the code and the change"], why[0][0], "high", "HOLD")
 
 
+def _contradicted(ev) -> dict:
+    """milestone -> why, where its guiding tests all pass but the probes judged in the grader saw its
+    function fail. The tests run in the learner's process and their stream can be forged; the probes'
+    verdicts cannot, so such a milestone never counts as passing here."""
+    board, battery = ev.get("board"), ev.get("battery")
+    if board is None or battery is None or not hasattr(battery, "classes"):
+        return {}
+    return {line.split(" ", 1)[0]: line for line in battery_contradicted(board, battery)}
+
+
 def _outcomes(board, names):
     tests = [t for name in names for t in board.named(name)]
     bad = [t for t in tests if t.outcome in ("failed", "timeout")]
@@ -148,6 +159,7 @@ def _signal(ev, label_start: str):
 def _implementation(c, ev):
     board, integ = ev["board"], ev["integrity"]
     states = {m: board.state(m) for m in ("M1", "M2", "M3", "M4", "M5", "M6")}
+    states.update({m: "contradicted outside" for m in _contradicted(ev)})
     broken = [f"{m}: {e}" for m, e in ((m, i["error"]) for m, i in integ["modules"].items()) if e and e != "missing"]
     renamed = [q for q, i in integ["functions"].items() if not i["exists"]]
     no_import = ev["battery"].import_errors + [t.message.splitlines()[0] for t in board.tests if "does not import" in t.message][:1]
@@ -215,6 +227,10 @@ def _loop(c, ev):
         return _s("Missing", missing + [f"failing: {_names(bad)}"], "C2.red_flag")
     if bad:
         return _s("Developing", [f"{len(bad)} of the {len(tests)} listed tests fail: {_names(bad)}"], "C2.tests_fail")
+    outside = [why for m, why in _contradicted(ev).items() if m in ("M2", "M4")]
+    if outside:
+        return _s("Developing", outside + ["the probes judged in the grader decide: a passing test stream is "
+                                           "information only"], "C2.contradicted_outside")
     reasons = [f"all {len(tests)} cases of the {len(c.tests)} listed tests pass (cap, parsing, order)"]
     flags = [s.label for s in ev["signals"] if s.criterion == 2 and (s.found != s.good)]
     explained = [k for k in ("3", "4", "5") if _explained(ev, k)]
