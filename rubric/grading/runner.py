@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from grading.sandbox import SECRET_HINTS, Box, Group
+from grading.sandbox import Box, Group, is_secret_name
 
 POSIX = os.name == "posix"
 DEFAULT_MEMORY_MB = 1536          # pytest + litellm needs < 1 GiB of address space
@@ -29,11 +29,6 @@ OUTPUT_LIMIT = 200_000            # characters of stdout/stderr kept
 MAX_OPEN_FILES = 1024             # descriptors per learner process
 SPARE_PROCESSES = 256             # processes learner code may add (pytest's own subprocess tests need a few)
 
-# Any of these reaching learner code could spend an instructor's money: never passed on.
-KEY_HINTS = SECRET_HINTS
-PROVIDER_PREFIXES = ("COPILOT_", "EMBEDDING_", "GROQ_", "OPENAI_", "ANTHROPIC_", "GEMINI_", "GOOGLE_",
-                     "AZURE_", "AWS_", "MISTRAL_", "COHERE_", "OLLAMA_", "HF_", "HUGGINGFACE", "LITELLM_",
-                     "LESSON06_", "PYTEST_")
 # A dead loopback proxy: anything that tries the internet fails at once instead of leaving.
 DEAD_PROXY = "http://127.0.0.1:9"
 
@@ -64,14 +59,15 @@ class Ran:
         return f"exit code {self.returncode} in {self.seconds:.1f} s"
 
 
-# Passed on from the grader's environment; everything else is set explicitly below.
+# Passed on from the grader's environment (never a key-like name); everything else is set explicitly
+# below, so no provider setting or key the instructor's shell holds reaches learner code.
 PASSED_ON = ("PATH", "LANG", "LC_ALL", "LC_CTYPE", "TZ", "SYSTEMROOT", "COMSPEC", "WINDIR", "TEMP", "TMP")
 
 
 def child_env(home: Path, **extra: str) -> dict[str, str]:
     """A minimal environment: a few harmless variables, LiteLLM's offline switches, a dead proxy.
     Never a key or a provider setting, whatever the grader's own environment holds."""
-    env = {k: v for k, v in os.environ.items() if k.upper() in PASSED_ON and not _secret(k)}
+    env = {k: v for k, v in os.environ.items() if k.upper() in PASSED_ON and not is_secret_name(k)}
     env.update({
         "HOME": str(home), "USERPROFILE": str(home),   # no ~/.netrc, no ~/.config of the instructor
         "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true",
@@ -85,15 +81,11 @@ def child_env(home: Path, **extra: str) -> dict[str, str]:
     return env
 
 
-def _secret(name: str) -> bool:
-    return any(h in name.upper() for h in KEY_HINTS)
-
-
 def drop_own_secrets() -> list:
     """Remove key-like variables from the grader's own environment before any child starts (a child
     without a sandbox could read /proc/<grader>/environ), and make the grader undumpable on Linux,
     so a process of the same user cannot read its memory or environ. Returns the names dropped."""
-    dropped = sorted(k for k in os.environ if _secret(k))
+    dropped = sorted(k for k in os.environ if is_secret_name(k))
     for k in dropped:
         del os.environ[k]
     if sys.platform.startswith("linux"):

@@ -23,11 +23,17 @@ SANDBOX_UID = 65534               # "nobody": an unprivileged user inside the na
 TMP_MB = 256                      # private /tmp (and /dev/shm) size inside the sandbox
 MAX_PROCESSES = 256               # tasks (processes and threads) for one command and all it starts
 DOCKER_IMAGE = os.environ.get("GRADE_DOCKER_IMAGE", "debian:bookworm-slim")
+
 # Never visible inside, even where a bound folder holds it: the grader's own checkout.
 HIDDEN = [os.path.realpath(Path(__file__).resolve().parents[2])]
 HOW_TO_GET_ONE = ("no sandbox for learner code here: on Debian/Ubuntu `sudo apt-get install bubblewrap`; "
                   "elsewhere run grade.py in a Linux VM or with --sandbox docker, or pass --no-sandbox to run "
                   "learner code with your own privileges (see rubric/rubric.md, 'The sandbox')")
+
+
+def is_secret_name(name: str) -> bool:
+    """An environment variable that may hold a key (never passed to learner code)."""
+    return any(h in name.upper() for h in SECRET_HINTS)
 
 
 def _inside(path: str, folder: str) -> bool:
@@ -69,7 +75,7 @@ class Box:
 
     def wrap(self, command: list, cwd: Path, env: dict, memory_mb: int, name: str) -> tuple[list, dict]:
         """(argv to start, environment for that argv). A key-like variable never gets in, whoever built env."""
-        env = {k: v for k, v in env.items() if not any(h in k.upper() for h in SECRET_HINTS)}
+        env = {k: v for k, v in env.items() if not is_secret_name(k)}
         if self.kind == "bubblewrap":
             return self._bwrap(command, cwd, env), {"PATH": "/usr/bin:/bin"}
         if self.kind in ("docker", "podman"):
