@@ -189,18 +189,19 @@ def test_a_contradicted_milestone_earns_nothing_from_its_passing_tests():
     """The flag is not only shown: C1 and C2 read a contradicted milestone as not passing, so a forged
     stream buys no level (without this, every milestone passing gave C1 Proficient and C2 Proficient)."""
     from grading import criteria
+    from grading.battery import contradicted
 
     leak = {"class": "climbs", "probe": "../x", "kind": "relative", "argument": "'../x'", "result": "outside", "detail": "returned /x"}
     bad_loop = {"probe": "cap", "result": "wrong", "detail": "ran 7 steps under max_steps=3"}
     b, bat = _ev({m: "passed" for m in ("M1", "M2", "M3", "M4", "M5", "M6")}, [leak], looping=[bad_loop])
     ev = {"board": b, "battery": bat, "signals": [], "saved_runs": [], "understanding": {}, "prose": {},
-          "integrity": {"modules": {}, "functions": {}}}
+          "integrity": {"modules": {}, "functions": {}}, "contradicted": contradicted(b, bat)}
     rubric = criteria.load_rubric()
     c1, c2 = criteria._implementation(rubric[1], ev), criteria._loop(rubric[2], ev)
     assert c1.level == "Developing" and "M1 contradicted outside" in " ".join(c1.reasons), (c1.level, c1.reasons)
     assert c2.level == "Developing" and c2.rule == "C2.contradicted_outside", (c2.level, c2.rule, c2.reasons)
     honest_b, honest_bat = _ev({m: "passed" for m in ("M1", "M2", "M3", "M4", "M5", "M6")}, [])
-    honest = dict(ev, board=honest_b, battery=honest_bat)
+    honest = dict(ev, board=honest_b, battery=honest_bat, contradicted=contradicted(honest_b, honest_bat))
     assert criteria._implementation(rubric[1], honest).level == "Proficient"
 
 FORGE = r'''

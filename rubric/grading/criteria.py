@@ -10,7 +10,6 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from grading.battery import contradicted as battery_contradicted
 from grading.workspace import LAB_ROOT
 
 LEVELS = ("Exemplary", "Proficient", "Developing", "Missing")
@@ -134,11 +133,8 @@ def _hold(number, ev):
 def _contradicted(ev) -> dict:
     """milestone -> why, where its guiding tests all pass but the probes judged in the grader saw its
     function fail. The tests run in the learner's process and their stream can be forged; the probes'
-    verdicts cannot, so such a milestone never counts as passing here."""
-    board, battery = ev.get("board"), ev.get("battery")
-    if board is None or battery is None or not hasattr(battery, "classes"):
-        return {}
-    return {line.split(" ", 1)[0]: line for line in battery_contradicted(board, battery)}
+    verdicts cannot, so such a milestone never counts as passing here (grader: battery.contradicted)."""
+    return {line.split(" ", 1)[0]: line for line in ev.get("contradicted", [])}
 
 
 def _outcomes(board, names):

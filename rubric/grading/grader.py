@@ -95,6 +95,8 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
             "saved_runs": _guarded(unreadable, "saved runs", [], documents.saved_runs, root),
             "quick": quick, "as_submitted": as_submitted, "sandbox": box.kind, "limits": box.limits,
             "unreadable": unreadable,
+            # milestones whose tests pass over a function the battery saw fail (criteria and flags read it)
+            "contradicted": battery_mod.contradicted(board, battery),
             "reference_matches": _guarded(unreadable, "similarity.reference_matches", [], similarity.reference_matches,
                                           root / "code"),
         }
@@ -367,7 +369,7 @@ def _integrity(ev) -> dict:
              + integ["provided_edited"], "matches_reference_solution": same, "stubs_still_raising": core_stubs,
              "timeouts": len(timeouts), "does_not_import": broken,
              "shadowing_modules_refused": [f"{p} ({why})" for p, why in refused],
-             "tests_contradicted_outside": battery_mod.contradicted(board, ev["battery"])}
+             "tests_contradicted_outside": ev.get("contradicted", [])}
     lines = [
         "- What ran: " + ("the learner's tools.py, agent_loop.py and stretch.py as submitted (--as-submitted)" if ev["as_submitted"]
                           else "the learner's functions (and any definitions they added) inside this lab's provided code; "
