@@ -96,8 +96,8 @@ def parse_tool_calls(message) -> list[ToolCall]:
                   ``.function.name`` and ``.function.arguments``, which is a JSON *string*.
         returns   one ToolCall per requested call, in order, with ``arguments`` as a dict;
                   [] when there are no tool calls (attribute missing, None, or []).
-                  An empty string ``""`` (some providers send it for a call without
-                  arguments) means ``{}``, with no error.
+                  An empty string ``""`` or None (some providers send one of them for a
+                  call without arguments) means ``{}``, with no error.
         never     raises for bad arguments: malformed JSON, JSON nested too deeply to parse
                   (``json.loads`` raises RecursionError, which is not a ValueError), a number
                   too long to convert (over 4,300 digits: ValueError), or JSON that is not an
@@ -123,9 +123,15 @@ def run_agent(messages, repo_root, complete, max_steps=DEFAULT_MAX_STEPS) -> str
                    with plain dicts, so afterwards it is the whole JSON-serializable transcript.
         repo_root  passed to dispatch_tool; the loop itself never touches the filesystem.
         complete   ``complete(messages, tools)`` returns the assistant message (LiteLLM's shape).
-        returns    the model's final text when it answers without tool calls (that answer is
-                   also appended as an assistant message); otherwise, after ``max_steps`` model
-                   calls, a string starting with MAX_STEPS_REACHED.
+        returns    always a str, never None: the model's final text when it answers without
+                   tool calls (that answer is also appended as an assistant message). A reply
+                   with neither tool calls nor text ends the run too, returning "" after that one
+                   model call (the caller explains an empty reply; the loop does not ask again).
+                   Text written beside tool calls (a "Thought") is not an answer: the calls run
+                   and the loop goes on. After ``max_steps`` model calls without an answer: a
+                   string starting with MAX_STEPS_REACHED.
+        raises     whatever ``complete`` raises (a provider that cannot be reached, a bad key):
+                   the loop does not catch it, so the copilot can report it and exit 2.
 
     Each step: call ``complete(messages, TOOL_SCHEMAS)``; if it requested tools, append
     ``assistant_turn(message)``, then exactly one ``tool_result(call.id, ...)`` per call, in the

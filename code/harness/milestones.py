@@ -83,7 +83,7 @@ MILESTONES: tuple[Milestone, ...] = (
             "check_arguments(name, args) finds no problem. Call fn(repo_root, **args): the "
             "root comes from your application, never from args. Catch ValueError and "
             "ToolError (expected) and any other Exception (a tool bug) and return them as "
-            "strings starting with 'Error:'.",
+            "strings starting with 'Error:' (Exception only: KeyboardInterrupt must still stop the run).",
             "fn = TOOL_FUNCTIONS.get(name);  if missing: return 'Error: unknown tool ...'\n"
             "if args is not a dict: return 'Error: ...'\n"
             "problem = check_arguments(name, args);  if problem: return 'Error: ' + problem\n"
@@ -102,15 +102,17 @@ MILESTONES: tuple[Milestone, ...] = (
             "TOOL_SCHEMAS); calls = parse_tool_calls(message). No calls: append the answer "
             "and return it. Otherwise append assistant_turn(message) FIRST, then one "
             "tool_result(call.id, ...) per call, in order, for every call (a call with "
-            "an error gets its error as the result). After the loop: return a string "
-            "starting with MAX_STEPS_REACHED.",
+            "an error is not run: its result is 'Error: ' + call.error). Text beside tool calls "
+            "is not an answer, and an empty reply is (return ''); let complete()'s errors go up. "
+            "After the loop: return a string starting with MAX_STEPS_REACHED.",
             "for step in range(max_steps):\n"
             "    message = complete(messages, TOOL_SCHEMAS)\n"
             "    calls = parse_tool_calls(message)\n"
-            "    if not calls: append {'role': 'assistant', 'content': answer}; return answer\n"
+            "    if not calls: answer = message.content or ''\n"
+            "                  append {'role': 'assistant', 'content': answer}; return answer\n"
             "    messages.append(assistant_turn(message))\n"
             "    for call in calls:\n"
-            "        result = error text if call.error else dispatch_tool(...)\n"
+            "        result = 'Error: ' + call.error if call.error else dispatch_tool(...)\n"
             "        messages.append(tool_result(call.id, result))\n"
             "return MAX_STEPS_REACHED + ': ...'",
         ),

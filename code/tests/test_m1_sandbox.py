@@ -7,6 +7,7 @@ absolute paths, symlinks, and the sibling folder that shares a name prefix.
 from __future__ import annotations
 
 import importlib
+import os
 from pathlib import Path
 
 import pytest
@@ -74,7 +75,8 @@ def test_dot_slash_path_resolves(safe_resolve, tree):
 def test_root_itself_resolves(safe_resolve, tree):
     """'.' is the repository root itself, which is inside."""
     resolves_to(safe_resolve, tree, ".", tree.root.resolve(),
-                "the root counts as inside: compare with is_relative_to, which is true for the root itself")
+                "the root counts as inside: target.is_relative_to(root) is true for the root itself, while "
+                "`root in target.parents` is false for it (a path is not its own parent)")
 
 
 def test_root_may_be_a_string(safe_resolve, tree):
@@ -156,8 +158,23 @@ def test_absolute_path_outside_raises(safe_resolve, tree):
 def test_sibling_with_shared_prefix_raises(safe_resolve, tree):
     """'../repo_evil/x.py' is outside even though '/tmp/repo_evil' starts with '/tmp/repo'."""
     rejected(safe_resolve, tree, "../repo_evil/x.py", "repo_evil is a sibling, not a sub-folder",
-             "str(target).startswith(str(root)) is the classic bug; compare path components "
-             "(Path.is_relative_to or root in target.parents)")
+             "str(target).startswith(str(root)) is the classic bug; compare path components: "
+             "target.is_relative_to(root), which is also true for the root itself ('root in target.parents' "
+             "alone refuses '.')")
+
+
+def test_containment_is_judged_by_components_not_by_text(safe_resolve, tree):
+    """A folder elsewhere whose path merely contains the root's path (<tmp>/elsewhere/<the root's whole
+    path>/secret.txt) is outside: the root must be where the target's path starts, component by component."""
+    root = tree.root.resolve()
+    copy = tree.tmp / "elsewhere" / Path(*root.parts[1:])  # the root's path again, below another folder
+    copy.mkdir(parents=True)
+    (copy / "secret.txt").write_text("OUTSIDE-SENTINEL\n")
+    rejected(safe_resolve, tree, str(copy / "secret.txt"),
+             "the root's path appears inside this path, but the path starts at <tmp>/elsewhere, outside",
+             "`str(root) in str(target)` (or a regular expression, or find()) finds the root's text anywhere in "
+             "the path; containment means the target's path STARTS with the root's components: "
+             "target.is_relative_to(root)")
 
 
 def test_sibling_differing_only_in_case_raises(safe_resolve, tree):
@@ -245,3 +262,39 @@ def test_very_long_path_raises_before_resolving(safe_resolve, tree, path):
          f"returned a path of {len(str(got)):,} characters",
          "check len(rel_path) > MAX_PATH_CHARS with the other cheap checks, before resolving: "
          "no real file has such a path, and resolve() on a megabyte of path takes ~40 s")
+
+
+def test_the_length_is_checked_before_anything_is_resolved(safe_resolve, tree, monkeypatch):
+    """An over-long path is refused before Path.resolve() or os.path.realpath() is ever reached (judged by
+    the order of the steps, not by a clock: resolving a megabyte of path takes tens of seconds)."""
+    limit = getattr(importlib.import_module("tools"), "MAX_PATH_CHARS", 4096)
+    path = "sub/" * (limit // 4 + 1)  # over the limit, yet quick to resolve: only the order is judged
+    called = f"safe_resolve(<tmp>/repo, 'sub/sub/.../')   # {len(path):,} characters, MAX_PATH_CHARS = {limit:,}"
+    reached = []
+    real_resolve, real_realpath = Path.resolve, os.path.realpath
+
+    def resolve_spy(self, *args, **kwargs):
+        reached.append(f"Path.resolve() of a {len(str(self)):,}-character path")
+        return real_resolve(self, *args, **kwargs)
+
+    def realpath_spy(path, *args, **kwargs):
+        reached.append(f"os.path.realpath() of a {len(str(path)):,}-character path")
+        return real_realpath(path, *args, **kwargs)
+
+    error = None
+    with monkeypatch.context() as spy:
+        spy.setattr(Path, "resolve", resolve_spy)  # PosixPath and WindowsPath inherit it
+        spy.setattr(os.path, "realpath", realpath_spy)
+        try:
+            got = safe_resolve(tree.root, path)
+        except NotImplementedError:
+            raise
+        except Exception as exc:  # noqa: BLE001  (judged below)
+            error, got = exc, None
+    check(isinstance(error, ValueError), M1, FN, called, "ValueError (the path is over MAX_PATH_CHARS)",
+          f"{type(error).__name__}: {show(str(error), 200)}" if error else f"returned {hide_tmp(got, tree.tmp)}",
+          "raise ValueError when len(rel_path) > MAX_PATH_CHARS")
+    check(not reached, M1, FN, called, "ValueError before anything is resolved (Path.resolve and os.path.realpath "
+          "never called)", f"ValueError, but only after: {'; '.join(reached[:2])}",
+          "check the cheap things first (type, NUL, length), THEN resolve: resolve() walks every component of "
+          "the path, and on a megabyte of path that takes ~40 s (the docstring: 'checked before resolving')")

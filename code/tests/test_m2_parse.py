@@ -24,17 +24,46 @@ def parse():
 
 def parsed(parse, message, called: str):
     try:
-        return parse(message)
+        calls = parse(message)
     except NotImplementedError:
         raise
     except AttributeError as exc:  # the message's shape, not its arguments
         fail(M2, FN, called, "a list of ToolCall, and no exception", f"raised AttributeError: {exc}",
              "a message may come without a tool_calls attribute at all: read it with "
              "getattr(message, 'tool_calls', None) or [], which covers missing, None and []")
+    except TypeError as exc:
+        fail(M2, FN, called, "a list of ToolCall, and no exception", f"raised TypeError: {exc}", raised_hint(exc))
     except Exception as exc:
         fail(M2, FN, called, "a list of ToolCall, and no exception", f"raised {type(exc).__name__}: {exc}",
              "bad arguments from the model must never crash the loop: catch the json.loads error and mark "
              "that call with error=...")
+    # A second call must start from a new list: one shared between calls (a default argument
+    # such as calls=[]) still holds the calls of the first message.
+    try:
+        again = parse(answer("done", tool_calls=[]))
+    except Exception:  # noqa: BLE001  (the other tests judge that message)
+        again = []
+    if again is calls or again:
+        fail(M2, FN, f"{called}, then parse_tool_calls(<an answer with tool_calls=[]>)",
+             "[] from the second call: a new list on every call",
+             f"{show(again)}" + (" (the very list the first call returned)" if again is calls else ""),
+             "the list of calls is shared between calls: a default argument such as calls=[] (or a list "
+             "made at module level) is created once, when Python reads the def, and keeps every call ever "
+             "parsed. Start each call with calls = [] inside the function")
+    return calls
+
+
+def raised_hint(exc: TypeError) -> str:
+    """What a TypeError from parse_tool_calls says about the code that raised it."""
+    text = str(exc)
+    if "not subscriptable" in text:
+        return ("each tool call is an object with attributes, not a dict: raw.id, raw.function.name and "
+                "raw.function.arguments (the contract's LiteLLM shape), not raw['function']")
+    if "NoneType" in text or "not NoneType" in text:
+        return ("a provider may send arguments=None for a call without arguments: like '', it means {} "
+                "(json.loads(None) raises TypeError), so test `if text` before json.loads")
+    return ("bad arguments from the model must never crash the loop: json.loads raises TypeError for a "
+            "non-string; catch it with the other errors and mark that call with error=...")
 
 
 def test_arguments_json_string_becomes_a_dict(parse):
@@ -135,6 +164,18 @@ def test_empty_arguments_string_means_no_arguments(parse):
     check(len(calls) == 1 and calls[0].arguments == {} and not calls[0].error, M2, FN, called,
           "ToolCall(id='none', name='list_directory', arguments={}, error=None)", show(calls),
           "json.loads('') raises; treat an empty string as {} before parsing (lesson: Section 3, Implementation Details)")
+
+
+def test_none_arguments_mean_no_arguments(parse):
+    """Arguments None (some providers send it for a call without arguments) mean {}, with no error, as ""."""
+    msg = turn(call("list_directory", call_id="nil"))
+    msg.tool_calls[0].function.arguments = None
+    called = "parse_tool_calls(<message with list_directory, arguments=None>)"
+    calls = parsed(parse, msg, called)
+    check(len(calls) == 1 and calls[0].arguments == {} and not calls[0].error, M2, FN, called,
+          "ToolCall(id='nil', name='list_directory', arguments={}, error=None)", show(calls),
+          "the contract: an empty string or None means {} with no error; json.loads(None) raises TypeError, "
+          "so check `if text` first: json.loads(text) if text else {}")
 
 
 @pytest.mark.parametrize("raw", ['["config.py"]', '"config.py"', "42", "null"])

@@ -215,3 +215,44 @@ def test_a_call_that_was_not_run_says_why(dispatch, fixture_repo, monkeypatch):
     check(result.startswith("Error:") and why in result and not ran, M3, FN, called,
           f"'Error: {why}' (the reason check_arguments returns), and read_file not run", show(result),
           "check_arguments(name, args) returns that reason for a call marked not-run: return it after 'Error: '")
+
+
+# ---------------------------------------------------------------- how the tool is called
+
+def test_arguments_are_passed_by_name_in_any_order(dispatch, fixture_repo):
+    """The model may write its JSON keys in any order: {"end_line", "start_line", "path"} is the same call."""
+    args = {"end_line": 9, "start_line": 7, "path": "shop/service.py"}
+    called, result = run(dispatch, "read_file", args, fixture_repo)
+    check("showing lines 7-9" in result and "def subtotal" in result, M3, FN, called,
+          "lines 7-9 of shop/service.py, as with the keys in the schema's order", show(result),
+          "pass the arguments by name: fn(repo_root, **args). fn(repo_root, *args.values()) passes them by "
+          "position, in whatever order the model wrote its keys (here end_line became the path)")
+
+
+class Interrupted(KeyboardInterrupt):
+    """Ctrl-C, raised by a tool while it runs (a subclass, so pytest itself is not interrupted)."""
+
+
+def test_ctrl_c_inside_a_tool_is_not_an_observation(dispatch, fixture_repo, monkeypatch):
+    """KeyboardInterrupt inside a tool goes up through dispatch_tool: Ctrl-C stops the run, it is no tool error."""
+    tools = importlib.import_module("tools")
+
+    def interrupted(repo_root, path, start_line=1, end_line=None):
+        raise Interrupted("Ctrl-C while reading")
+
+    monkeypatch.setattr(tools, "read_file", interrupted)
+    monkeypatch.setitem(tools.TOOL_FUNCTIONS, "read_file", interrupted)
+    called = "dispatch_tool('read_file', {'path': 'shop/models.py'}, <repo>)   # the tool raises KeyboardInterrupt"
+    try:
+        result = dispatch("read_file", {"path": "shop/models.py"}, fixture_repo)
+    except KeyboardInterrupt:
+        return
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        fail(M3, FN, called, "KeyboardInterrupt, unchanged", f"raised {type(exc).__name__}: {exc}",
+             "let KeyboardInterrupt pass through untouched: catch Exception only")
+    fail(M3, FN, called, "KeyboardInterrupt raised out of dispatch_tool (the user pressed Ctrl-C: the run stops)",
+         f"returned {show(result)}",
+         "catch Exception, never BaseException or a bare `except:`: those also catch KeyboardInterrupt and "
+         "SystemExit, so Ctrl-C becomes an observation and the run goes on (the docstring: 'lets pass')")

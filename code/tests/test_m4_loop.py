@@ -49,6 +49,10 @@ REJECTION_HINTS = {
     "json": "append plain dicts: assistant_turn(message), not the Message object itself",
     "shape": "append assistant_turn(message) as it is: it builds each call as {'id', 'type', 'function'}, "
              "and tool_result(call.id, text) gives each result a string content",
+    "role": "every message needs a role the provider knows (system, user, assistant, tool): a tool result's "
+            "role is 'tool', as tool_result(call.id, text) builds it ('function' is an old OpenAI role that "
+            "providers reject)",
+    "tools": "pass TOOL_SCHEMAS as the second argument: complete(messages, TOOL_SCHEMAS)",
 }
 
 
@@ -66,6 +70,11 @@ def drive(run_agent, model, repo, called, max_steps=None):
     except RunawayLoop as exc:
         fail(M4, FN, called, "stop after max_steps model calls", f"{exc}",
              "loop with `for step in range(max_steps)`, never `while True`")
+    except AssertionError as exc:
+        if "scripted model was called" not in str(exc):
+            raise
+        fail(M4, FN, called, f"no model call after the one that answered ({len(model.script)} scripted replies)",
+             str(exc), "a message without tool calls is the answer: append it and return it at once")
     except Exception as exc:
         fail(M4, FN, called, "a returned string (tool problems become observations)",
              f"raised {type(exc).__name__}: {exc}", "a tool problem must never end the run: dispatch_tool returns text")
@@ -74,6 +83,19 @@ def drive(run_agent, model, repo, called, max_steps=None):
 
 def tool_messages(messages):
     return [m for m in messages if isinstance(m, dict) and m.get("role") == "tool"]
+
+
+STOPPED_EARLY = ("after a turn with tool calls, append the results and call the model again: only a reply "
+                 "WITHOUT tool calls ends the run")
+
+
+def request(model, number: int, called: str, what: str, result=None, hint: str = STOPPED_EARLY):
+    """The messages of the model's call ``number`` (1 = the first); a teaching failure if the loop
+    stopped before making it."""
+    if model.calls < number:
+        fail(M4, FN, called, f"a model call number {number}, carrying {what}",
+             f"the loop made {model.calls} model call{'s' * (model.calls != 1)} and returned {show(result)}", hint)
+    return model.requests[number - 1]
 
 
 def test_runs_a_tool_then_returns_the_answer(run_agent, fixture_repo):
@@ -86,7 +108,7 @@ def test_runs_a_tool_then_returns_the_answer(run_agent, fixture_repo):
           "the model's final content", show(result), "when parse_tool_calls returns [], return message.content")
     check(model.calls == 2, M4, FN, called, "2 model calls (tool call, then answer)", f"{model.calls} calls",
           "call the model again after feeding the tool results back")
-    results = tool_messages(model.requests[1])
+    results = tool_messages(request(model, 2, called, "the tool result", result))
     check(len(results) == 1 and "price: float" in results[0]["content"], M4, FN, called,
           "the 2nd request carries the tool result with shop/models.py's text",
           show(results), "append tool_result(call.id, dispatch_tool(...)) before calling the model again")
@@ -147,8 +169,8 @@ def test_parallel_calls_are_all_answered_in_order(run_agent, fixture_repo):
         answer("done"),
     ])
     called = "run_agent(messages, fixture_repo, <model: 3 parallel calls p1, p2, p3, then answer>)"
-    drive(run_agent, model, fixture_repo, called)
-    got = [m["tool_call_id"] for m in tool_messages(model.requests[1])]
+    result, _ = drive(run_agent, model, fixture_repo, called)
+    got = [m["tool_call_id"] for m in tool_messages(request(model, 2, called, "the 3 tool results", result))]
     check(got == ["p1", "p2", "p3"], M4, FN, called, "tool results for p1, p2, p3 in that order", show(got),
           "loop over every parsed call, not just the first")
 
@@ -159,8 +181,8 @@ def test_identical_calls_each_get_their_own_result(run_agent, fixture_repo):
     model = ScriptedModel([turn(call("read_file", twin, call_id="t1"), call("read_file", twin, call_id="t2")),
                            answer("price")])
     called = "run_agent(messages, fixture_repo, <model: read_file shop/models.py twice in one turn (t1, t2), then answer>)"
-    drive(run_agent, model, fixture_repo, called)
-    got = [m["tool_call_id"] for m in tool_messages(model.requests[1])]
+    result, _ = drive(run_agent, model, fixture_repo, called)
+    got = [m["tool_call_id"] for m in tool_messages(request(model, 2, called, "the 2 tool results", result))]
     check(got == ["t1", "t2"], M4, FN, called, "tool results for t1 and t2", show(got), REJECTION_HINTS["unanswered"])
 
 
@@ -179,7 +201,9 @@ def test_bad_json_reaches_the_model_as_an_observation(run_agent, fixture_repo, l
                            answer("price")])
     called = f"run_agent(messages, fixture_repo, <model: {tool} with broken JSON {raw!r}, then a valid call, then answer>)"
     result, _ = drive(run_agent, model, fixture_repo, called)
-    first = tool_messages(model.requests[1])
+    first = tool_messages(request(model, 2, called, "b1's result 'Error: ...'", result,
+                                  STOPPED_EARLY + ": a call whose arguments did not parse is answered with 'Error: ' "
+                                  "+ call.error, so the model can send it again; it does not end the run"))
     check(len(first) == 1 and first[0]["tool_call_id"] == "b1" and first[0]["content"].startswith("Error:"),
           M4, FN, called, "the 2nd request answers b1 with 'Error: ...'", show(first),
           "a ToolCall with .error set gets 'Error: ' + its error as the result; don't dispatch it")
@@ -202,7 +226,7 @@ def test_tool_errors_are_observations(run_agent, fixture_repo):
                            answer("I cannot read those.")])
     called = "run_agent(messages, fixture_repo, <model: read ../../etc/passwd and .env, then answer>)"
     result, messages = drive(run_agent, model, fixture_repo, called)
-    results = tool_messages(model.requests[1])
+    results = tool_messages(request(model, 2, called, "the two tool results", result))
     check(len(results) == 2 and all(r["content"].startswith("Error:") for r in results), M4, FN, called,
           "two 'Error: ...' tool results", show(results), "send dispatch_tool's text back as the result, errors included")
     check(SENTINEL not in json.dumps(messages), M4, FN, called, "no .env secret anywhere in the transcript",
@@ -240,3 +264,75 @@ def test_the_tools_are_offered_to_the_model(run_agent, fixture_repo):
     names = [t["function"]["name"] for t in model.tools_seen[0] or []]
     check(names == ["read_file", "list_directory", "search_code"], M4, FN, called,
           "complete(messages, TOOL_SCHEMAS)", show(names), "pass TOOL_SCHEMAS as the second argument of complete")
+
+
+
+# ---------------------------------------------------------------- what ends a run, and what does not
+
+@pytest.mark.parametrize("content", ["", None], ids=["content ''", "content None"])
+def test_an_empty_reply_ends_the_run_after_one_call(run_agent, fixture_repo, loop_module, content):
+    """A reply with neither tool calls nor text ends the run: one model call, and "" comes back (a str, never None)."""
+    model = ScriptedModel([answer(content)] * loop_module.DEFAULT_MAX_STEPS)
+    called = f"run_agent(messages, fixture_repo, <model whose reply has no tool calls and content={content!r}>)"
+    result, messages = drive(run_agent, model, fixture_repo, called)
+    check(model.calls == 1, M4, FN, called, "1 model call: a reply without tool calls ends the run, even an empty one",
+          f"{model.calls} model calls, then {show(result)}",
+          "do not ask again when the reply is empty: return it. The copilot tells the user what an empty reply "
+          "means (a reasoning model out of tokens, a filter); asking again repeats the same request and pays for it")
+    check(result == "", M4, FN, called, "'' (a str: run_agent always returns a string)", show(result),
+          "the reply's content may be None: return (message.content or ''), never None; callers call .strip() "
+          "and .startswith() on what you return")
+
+
+def test_a_failed_model_call_is_not_an_answer(run_agent, fixture_repo):
+    """complete() raising (a provider that cannot be reached) goes up out of run_agent unchanged."""
+
+    class ProviderDown(ConnectionError):
+        pass
+
+    model = ScriptedModel([turn(call("list_directory", {"path": "shop"}, call_id="d1"))])
+
+    def complete(messages, tools):
+        if model.calls >= 1:
+            raise ProviderDown("Connection error: could not reach the provider (scripted)")
+        return model(messages, tools)
+
+    messages = start()
+    called = "run_agent(messages, fixture_repo, <complete: a tool call, then raises ConnectionError>)"
+    try:
+        result = run_agent(messages, fixture_repo, complete)
+    except ProviderDown:
+        return
+    except NotImplementedError:
+        raise
+    except Exception as exc:  # noqa: BLE001
+        fail(M4, FN, called, "the ConnectionError complete() raised, unchanged",
+             f"raised {type(exc).__name__}: {exc}", "let complete()'s exception go up as it is")
+    fail(M4, FN, called, "the ConnectionError complete() raised, going up out of run_agent",
+         f"returned {show(result)}",
+         "do not wrap complete() in try/except: a failed model call is not the model's answer. The copilot "
+         "catches it, prints 'could not reach ...' and exits 2; returned as text it is printed as the answer "
+         "with exit 0 (the docstring: 'raises')")
+
+
+def test_a_thought_beside_a_tool_call_does_not_end_the_run(run_agent, fixture_repo):
+    """Text written beside tool calls (a Thought) is not the answer: the calls run and the loop goes on."""
+    final = "Item defines price, not cost (shop/models.py:11)."
+    model = ScriptedModel([turn(call("read_file", {"path": "shop/models.py"}, call_id="th1"),
+                                content="Thought: the error names cost, so I read the Item model first."),
+                           answer(final)])
+    called = "run_agent(messages, fixture_repo, <model: 'Thought: ...' WITH a read_file call, then answer>)"
+    result, messages = drive(run_agent, model, fixture_repo, called)
+    results = tool_messages(request(model, 2, called, "the read_file result of th1", result,
+                                    STOPPED_EARLY + ". Text written beside tool calls (a 'Thought') is not the "
+                                    "answer: decide by parse_tool_calls(message), not by message.content"))
+    check(len(results) == 1 and results[0]["tool_call_id"] == "th1" and "price: float" in results[0]["content"],
+          M4, FN, called, "the 2nd request answers th1 with shop/models.py's text", show(results),
+          "decide by the tool calls, not by the text: parse_tool_calls(message) is [] only for an answer; "
+          "a turn with calls is run even when it carries content")
+    check(result == final, M4, FN, called, f"the final answer {final!r}", show(result),
+          "return the content of the first reply WITHOUT tool calls")
+    last = messages[-1] if messages and isinstance(messages[-1], dict) else {}
+    check(last.get("role") == "assistant" and last.get("content") == final, M4, FN, called,
+          f"the transcript ends with {{'role': 'assistant', 'content': {final!r}}}", show(messages[-1]),
+          "append the answer as an assistant message before returning it (the docstring: 'also appended')")

@@ -122,7 +122,12 @@ def test_a_model_that_never_stops_ends_with_exit_code_1(copilot, capsys):
     try:
         data = json.loads(out)
     except ValueError:
-        data = {"stdout": out}
+        data = None
+    check(isinstance(data, dict), M5, "copilot.main", called, "stdout holding only the --json object",
+          f"exit code {code}, stdout {show(out, 400)}",
+          "something printed to stdout besides the JSON: a print() left in your functions (tools.py, "
+          "agent_loop.py) ends up in the copilot's output. Remove debug prints, or print to sys.stderr"
+          if out.lstrip()[:1] not in ("{", "") else "copilot.py --json prints one JSON object; see the message above")
     check(code == 1 and data.get("termination") == "max_steps", M5, "agent_loop.run_agent", called,
           "exit code 1 and termination 'max_steps' (the answer starts with MAX_STEPS_REACHED)",
           f"exit code {code}, {show(data, 400)}", "run_agent stops after max_steps model calls")

@@ -390,6 +390,178 @@ return MAX_STEPS_REACHED
 )
 
 
+# Contracts the docstrings state that provided code absorbs, so only a guiding test sees them (issue 27).
+MUTANTS += (
+    Mutant("length checked after resolving", "tools.py", "safe_resolve", """
+if not isinstance(rel_path, str) or "\\x00" in rel_path:
+    raise ValueError("bad path")
+try:
+    root = Path(repo_root).resolve()
+    target = (root / rel_path).resolve()
+except (OSError, RuntimeError) as exc:
+    raise ValueError(str(exc)) from None
+if len(rel_path) > MAX_PATH_CHARS:
+    raise ValueError("path too long")
+if not target.is_relative_to(root):
+    raise ValueError("outside")
+return target
+""", ("test_the_length_is_checked_before_anything_is_resolved",)),
+    Mutant("substring containment", "tools.py", "safe_resolve", """
+if not isinstance(rel_path, str) or "\\x00" in rel_path or len(rel_path) > MAX_PATH_CHARS:
+    raise ValueError("bad path")
+try:
+    root = os.path.realpath(repo_root)
+    target = os.path.realpath(os.path.join(root, rel_path))
+except (OSError, RuntimeError) as exc:
+    raise ValueError(str(exc)) from None
+if root not in target:
+    raise ValueError("outside")
+return Path(target)
+""", ("test_containment_is_judged_by_components_not_by_text",)),
+    Mutant("root in target.parents only", "tools.py", "safe_resolve", """
+if not isinstance(rel_path, str) or "\\x00" in rel_path or len(rel_path) > MAX_PATH_CHARS:
+    raise ValueError("bad path")
+try:
+    root = Path(repo_root).resolve()
+    target = (root / rel_path).resolve()
+except (OSError, RuntimeError) as exc:
+    raise ValueError(str(exc)) from None
+if root not in target.parents:
+    raise ValueError("outside")
+return target
+""", ("test_root_itself_resolves",)),
+    Mutant("arguments passed by position", "tools.py", "dispatch_tool", """
+fn = TOOL_FUNCTIONS.get(name) if isinstance(name, str) else None
+if fn is None:
+    return f"Error: unknown tool {shorten(name)}. Available tools: {', '.join(TOOL_FUNCTIONS)}."
+if not isinstance(args, dict):
+    return f"Error: arguments for {name} must be a JSON object, got {type(args).__name__}."
+problem = check_arguments(name, args)
+if problem:
+    return f"Error: {problem}."
+try:
+    return fn(repo_root, *args.values())
+except Exception as exc:
+    return f"Error: {exc}"
+""", ("test_arguments_are_passed_by_name_in_any_order",)),
+    Mutant("catches BaseException", "tools.py", "dispatch_tool", """
+fn = TOOL_FUNCTIONS.get(name) if isinstance(name, str) else None
+if fn is None:
+    return f"Error: unknown tool {shorten(name)}. Available tools: {', '.join(TOOL_FUNCTIONS)}."
+if not isinstance(args, dict):
+    return f"Error: arguments for {name} must be a JSON object, got {type(args).__name__}."
+problem = check_arguments(name, args)
+if problem:
+    return f"Error: {problem}."
+try:
+    return fn(repo_root, **args)
+except BaseException as exc:
+    return f"Error: {exc}"
+""", ("test_ctrl_c_inside_a_tool_is_not_an_observation",)),
+    Mutant("None arguments crash", "agent_loop.py", "parse_tool_calls", parse_variant().replace(
+        "json.loads(text) if text else {}", 'json.loads(text) if text != "" else {}').replace(
+        "(TypeError, ValueError, RecursionError)", "(ValueError, RecursionError)"),
+        ("test_none_arguments_mean_no_arguments",)),
+    Mutant("tool calls indexed like dicts", "agent_loop.py", "parse_tool_calls", parse_variant().replace(
+        "raw.function.arguments", 'raw["function"]["arguments"]'), ("test_arguments_json_string_becomes_a_dict",)),
+    Mutant("one list shared by every call", "agent_loop.py", "parse_tool_calls", parse_variant().replace(
+        "calls = []", 'calls = parse_tool_calls.__dict__.setdefault("calls", [])  # what a default calls=[] does'),
+        ("test_arguments_json_string_becomes_a_dict", "test_id_and_name_are_kept")),
+    Mutant("an empty reply asks again", "agent_loop.py", "run_agent", """
+for _ in range(max_steps):
+    message = complete(messages, TOOL_SCHEMAS)
+    calls = parse_tool_calls(message)
+    if not calls:
+        answer = getattr(message, "content", None) or ""
+        if not answer.strip():
+            continue                  # nothing said: ask again
+        messages.append({"role": "assistant", "content": answer})
+        return answer
+    messages.append(assistant_turn(message))
+    for call in calls:
+        result = f"Error: {call.error}" if call.error else dispatch_tool(call.name, call.arguments, repo_root)
+        messages.append(tool_result(call.id, result))
+return f"{MAX_STEPS_REACHED}: no final answer after {max_steps} model calls"
+""", ("test_an_empty_reply_ends_the_run_after_one_call",)),
+    Mutant("returns the content as it is", "agent_loop.py", "run_agent", """
+for _ in range(max_steps):
+    message = complete(messages, TOOL_SCHEMAS)
+    calls = parse_tool_calls(message)
+    if not calls:
+        messages.append({"role": "assistant", "content": message.content})
+        return message.content        # None when the model wrote no text
+    messages.append(assistant_turn(message))
+    for call in calls:
+        result = f"Error: {call.error}" if call.error else dispatch_tool(call.name, call.arguments, repo_root)
+        messages.append(tool_result(call.id, result))
+return f"{MAX_STEPS_REACHED}: no final answer after {max_steps} model calls"
+""", ("test_an_empty_reply_ends_the_run_after_one_call[content None]",)),
+    Mutant("model errors become the answer", "agent_loop.py", "run_agent", """
+for _ in range(max_steps):
+    try:
+        message = complete(messages, TOOL_SCHEMAS)
+    except Exception as exc:
+        return f"Error: the model call failed: {exc}"
+    calls = parse_tool_calls(message)
+    if not calls:
+        answer = getattr(message, "content", None) or ""
+        messages.append({"role": "assistant", "content": answer})
+        return answer
+    messages.append(assistant_turn(message))
+    for call in calls:
+        result = f"Error: {call.error}" if call.error else dispatch_tool(call.name, call.arguments, repo_root)
+        messages.append(tool_result(call.id, result))
+return f"{MAX_STEPS_REACHED}: no final answer after {max_steps} model calls"
+""", ("test_a_failed_model_call_is_not_an_answer",)),
+    Mutant("any text ends the run", "agent_loop.py", "run_agent", """
+for _ in range(max_steps):
+    message = complete(messages, TOOL_SCHEMAS)
+    if getattr(message, "content", None):
+        messages.append({"role": "assistant", "content": message.content})
+        return message.content        # the model said something: that is the answer (it is not)
+    calls = parse_tool_calls(message)
+    if not calls:
+        messages.append({"role": "assistant", "content": ""})
+        return ""
+    messages.append(assistant_turn(message))
+    for call in calls:
+        result = f"Error: {call.error}" if call.error else dispatch_tool(call.name, call.arguments, repo_root)
+        messages.append(tool_result(call.id, result))
+return f"{MAX_STEPS_REACHED}: no final answer after {max_steps} model calls"
+""", ("test_a_thought_beside_a_tool_call_does_not_end_the_run",)),
+    Mutant("stops at a call with bad JSON", "agent_loop.py", "run_agent", """
+for _ in range(max_steps):
+    message = complete(messages, TOOL_SCHEMAS)
+    calls = parse_tool_calls(message)
+    if not calls:
+        answer = getattr(message, "content", None) or ""
+        messages.append({"role": "assistant", "content": answer})
+        return answer
+    broken = [call for call in calls if call.error]
+    if broken:
+        return f"Error: {broken[0].error}"
+    messages.append(assistant_turn(message))
+    for call in calls:
+        messages.append(tool_result(call.id, dispatch_tool(call.name, call.arguments, repo_root)))
+return f"{MAX_STEPS_REACHED}: no final answer after {max_steps} model calls"
+""", ("test_bad_json_reaches_the_model_as_an_observation",)),
+    Mutant("results sent with role function", "agent_loop.py", "run_agent", """
+for _ in range(max_steps):
+    message = complete(messages, TOOL_SCHEMAS)
+    calls = parse_tool_calls(message)
+    if not calls:
+        answer = getattr(message, "content", None) or ""
+        messages.append({"role": "assistant", "content": answer})
+        return answer
+    messages.append(assistant_turn(message))
+    for call in calls:
+        result = f"Error: {call.error}" if call.error else dispatch_tool(call.name, call.arguments, repo_root)
+        messages.append({"role": "function", "tool_call_id": call.id, "name": call.name, "content": result})
+return f"{MAX_STEPS_REACHED}: no final answer after {max_steps} model calls"
+""", ("test_runs_a_tool_then_returns_the_answer",)),
+)
+
+
 # Known-wrong stretch functions (code/stretch.py). Kept apart from MUTANTS because their tests are
 # opt-in (--stretch): rubric/checks/test_provided_stretch.py plants them with test_course's _plant
 # and runs the S<n> test file of the function's milestone.

@@ -58,8 +58,9 @@ def safe_resolve(repo_root, rel_path) -> Path:
                    seconds), a path that cannot be resolved (a symlink loop: resolve() raises
                    RuntimeError or OSError, which must become ValueError too), or any path whose
                    real location is outside the root: ``..`` escapes, absolute paths elsewhere,
-                   symlinks leading out, and sibling folders that merely share a prefix
-                   (``repo_evil`` next to ``repo``).
+                   symlinks leading out, sibling folders that merely share a prefix
+                   (``repo_evil`` next to ``repo``), and a folder elsewhere whose path merely
+                   contains the root's (``<parent>/elsewhere/<root>/x``): judged by components.
         allowed    ``src/app.py``, ``./README.md``, ``sub/../file.py``, ``..foo.py``, ``...``,
                    an absolute path that lands inside, a symlink whose target is inside.
 
@@ -405,7 +406,7 @@ def check_arguments(name: str, args: dict) -> str | None:
 # --------------------------------------------------------------------------- dispatch (M3)
 
 def dispatch_tool(name, args, repo_root) -> str:
-    """Run the tool the model asked for and return its result as text. Never raises.
+    """Run the tool the model asked for and return its result as text. Never raises (for Exception).
 
     Contract:
         name       the tool name from the model (untrusted: may be unknown, may not even be a
@@ -419,6 +420,10 @@ def dispatch_tool(name, args, repo_root) -> str:
                    completion wrapper refused to run (``check_arguments`` finds all of these and
                    says which arguments the tool takes, or why the call was not run), a sandbox
                    ValueError, a ToolError, and any other exception inside a tool.
+        calls      ``fn(repo_root, **args)``: by name, so the order of the model's JSON keys
+                   does not matter (``{"end_line": 9, "path": ...}`` is a valid call).
+        lets pass  KeyboardInterrupt and SystemExit (BaseException, not Exception): Ctrl-C
+                   inside a tool stops the run; it is not an observation for the model.
 
     Hint: check the name is a str, look it up in TOOL_FUNCTIONS, validate, then call ``fn(repo_root, **args)``
     inside try/except. See lesson/lesson.agent.md, "Section 3: Technical Explanation".
