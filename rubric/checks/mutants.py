@@ -562,6 +562,26 @@ return f"{MAX_STEPS_REACHED}: no final answer after {max_steps} model calls"
 )
 
 
+# Mistakes no M1-M4 test can fail (they break no contract of the function itself) but a later
+# test's hint must name: test_learner_path.py plants them and reads the first failure's hint.
+HINT_MUTANTS = (
+    Mutant("a debug print in dispatch_tool", "tools.py", "dispatch_tool", """
+print("dispatch_tool:", name, args)   # left in while debugging
+fn = TOOL_FUNCTIONS.get(name) if isinstance(name, str) else None
+if fn is None:
+    return f"Error: unknown tool {shorten(name)}. Available tools: {', '.join(TOOL_FUNCTIONS)}."
+if not isinstance(args, dict):
+    return f"Error: arguments for {name} must be a JSON object, got {type(args).__name__}."
+problem = check_arguments(name, args)
+if problem:
+    return f"Error: {problem}."
+try:
+    return fn(repo_root, **args)
+except Exception as exc:
+    return f"Error: {exc}"
+""", ()),
+)
+
 # Known-wrong stretch functions (code/stretch.py). Kept apart from MUTANTS because their tests are
 # opt-in (--stretch): rubric/checks/test_provided_stretch.py plants them with test_course's _plant
 # and runs the S<n> test file of the function's milestone.

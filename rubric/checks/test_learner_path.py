@@ -431,12 +431,12 @@ ESCAPING = ("string-prefix containment", "normpath ignores symlinks", "case-inse
 
 
 def planted(name: str, tmp_path: Path) -> Path:
-    from mutants import MUTANTS
+    from mutants import HINT_MUTANTS, MUTANTS
     from test_course import _plant
 
     impl = tmp_path / name.replace(" ", "_").replace("'", "")
     impl.mkdir()
-    _plant(next(m for m in MUTANTS if m.name == name), impl)
+    _plant(next(m for m in MUTANTS + HINT_MUTANTS if m.name == name), impl)
     return impl
 
 
@@ -460,6 +460,22 @@ def test_the_escape_scenario_never_certifies_an_escaping_sandbox(name, tmp_path)
     ("drops a repeated call", "test_m2_parse.py", "identical", "HTTP 400 when one id"),
     ("globals() as the tool table", "test_m3_dispatch.py", "only_the_listed", "TOOL_FUNCTIONS only"),
     ("skips check_arguments", "test_m3_dispatch.py", "unexpected_argument", "check_arguments"),
+    # issue 27: each hint follows from the failing assertion, not from the milestone
+    ("string-prefix containment", "test_m1_sandbox.py", "sibling", "also true for the root itself"),
+    ("root in target.parents only", "test_m1_sandbox.py", "root_itself", "not its own parent"),
+    ("substring containment", "test_m1_sandbox.py", "by_components", "STARTS with the root's components"),
+    ("length checked after resolving", "test_m1_sandbox.py", "length_is_checked", "THEN resolve"),
+    ("tool calls indexed like dicts", "test_m2_parse.py", "json_string_becomes", "an object with attributes"),
+    ("one list shared by every call", "test_m2_parse.py", "json_string_becomes", "default argument"),
+    ("None arguments crash", "test_m2_parse.py", "none_arguments", "json.loads(None) raises TypeError"),
+    ("arguments passed by position", "test_m3_dispatch.py", "by_name", "fn(repo_root, **args)"),
+    ("catches BaseException", "test_m3_dispatch.py", "ctrl_c", "never BaseException"),
+    ("results sent with role function", "test_m4_loop.py", "runs_a_tool", "role is 'tool'"),
+    ("stops at a call with bad JSON", "test_m4_loop.py", "bad_json", "it does not end the run"),
+    ("any text ends the run", "test_m4_loop.py", "thought", "not by message.content"),
+    ("an empty reply asks again", "test_m4_loop.py", "empty_reply", "do not ask again"),
+    ("model errors become the answer", "test_m4_loop.py", "failed_model_call", "do not wrap complete()"),
+    ("a debug print in dispatch_tool", "test_m5_copilot.py", "never_stops", "Remove debug prints"),
 ])
 def test_each_hint_follows_from_what_was_wrong(name, test_file, selection, words, tmp_path):
     from test_course import run_pytest
@@ -493,3 +509,12 @@ def test_the_lessons_agree_on_what_ends_a_run():
     said_short = re.search(r"Only (\w+) things end a run", " ".join(short.split()))
     said_full = re.search(r"A copilot run ends in one of (\w+) ways", full)
     assert said_short and said_full and numbers[said_short[1]] == numbers[said_full[1]], (said_short, said_full)
+
+
+
+def test_the_m4_hints_name_the_error_prefix_the_test_wants():
+    """M4's tests want 'Error: ' + call.error as a broken call's result: tiers 2 and 3 say so in those words."""
+    from harness.milestones import BY_ID
+
+    approach, pseudo = BY_ID["M4"].hints[1:]
+    assert "'Error: ' + call.error" in approach and "'Error: ' + call.error" in pseudo, (approach, pseudo)
