@@ -26,7 +26,7 @@ import pytest
 from harness.milestones import ALL, BY_ID, LEARNER_FUNCTIONS, MILESTONES, Milestone, milestone_of_test_file
 from harness.teach import CannotRun
 from harness.paths import CODE_DIR, REFERENCE_DIR, REPO_ROOT
-from harness import progress, wire
+from harness import platform_sim, progress, wire
 
 MILESTONE_KEY = pytest.StashKey[Milestone]()
 NOT_DONE_PREFIX = "NOT DONE YET"
@@ -115,6 +115,7 @@ class Board:
 
 
 def pytest_configure(config):
+    platform_sim.apply()  # CI only: LESSON06_SIMULATE_PLATFORM=no-dirfd, before any lab module is imported
     config.addinivalue_line("markers", "live: calls a real provider with your key (opt-in: python -m pytest -m live)")
     config.addinivalue_line("markers", "wire: a slow M5 test through real LiteLLM; once it passed on your code, "
                                        "it is not rerun until code/ changes (--wire reruns it)")
@@ -129,6 +130,12 @@ def pytest_configure(config):
     # test even where pytest would repeat it whole (on CI, or with -vv).
     if hasattr(config.option, "force_short_summary"):
         config.option.force_short_summary = True
+
+
+def pytest_report_header(config):
+    if platform_sim.requested():
+        return f"{platform_sim.ENV}={platform_sim.MODE}: simulated platform, {platform_sim.DESCRIPTION}"
+    return None
 
 
 BOARD_KEY = pytest.StashKey["Board | None"]()

@@ -7,7 +7,8 @@ The board shows such a milestone as pending (◐: tests pass, the rest not done)
     replies came from the lab's own fake server (harness/fake_server.py signs them) is recorded as
     scripted and keeps M5 pending. A passing live test (`python -m pytest -m live`) counts too.
   - M6: every section of FAILURE_ANALYSIS.md that the learner fills in holds their own words (and,
-    under Evidence, the scenario's evidence block), and no placeholder in _italics_ is left.
+    under Evidence, the scenario's evidence block from their own code: a --simulate block does not
+    count), and no placeholder in _italics_ is left. Labels may keep the template's italics or not.
 UNDERSTANDING.md gets a line of its own: ◐ while answers are missing. It never locks a milestone.
 """
 
@@ -69,12 +70,18 @@ def last_run(code_dir: Path = CODE_DIR, env=None) -> dict | None:
 
 ITALIC = re.compile(r"^[_*](?![_*\s]).*[^\s_*][_*]$", re.S)
 LIST_ITEM = re.compile(r"^\s*(?:[-*+]|\d+[.)])\s+")
-LABEL = re.compile(r"^[_*][^_*]+[_*]\s*")   # "_Question:_ " in front of a list item's answer
+# A list item's label in front of its answer, as the template has it ("_Question:_ "), in bold, or
+# plain ("Question: "): the learner may keep or drop the template's italics.
+LABEL = re.compile(r"^(?:[_*]{1,2}[^_*]+[_*]{1,2}|[A-Z][\w ,()/'-]{0,60}:(?=\s|$))\s*")
 # The parts the learner writes, under each "## Break N: <scenario>" and the last two sections.
 BREAK_PARTS = ("Hypothesis", "What I changed", "Evidence", "Design decision that prevents it", "Production cost")
 OTHER_PARTS = {"Evaluation": ("Component table", "What the numbers say"), "Right evidence, wrong answer": ("My case",)}
 MIN_WORDS = 5          # "TODO" is not an answer; one real sentence is
 SCENARIO_ROW = re.compile(r"^scenario\s+:\s+([\w-]+)", re.M)
+RAN_ROW = re.compile(r"^ran\s+:\s+(.*)$", re.M)
+# Step 3 asks for the block from the learner's own broken code; a --simulate block, or one run on
+# the reference, shows the lab's break, not theirs (harness/evidence.py writes these words).
+NOT_OWN = ("simulated break", "reference")
 
 
 def placeholders(path: Path = ANALYSIS) -> int:
@@ -148,8 +155,12 @@ def unwritten(path: Path = ANALYSIS) -> list[str] | None:
         for part in wanted:
             content = parts.get(part, "")
             if scenario and part == "Evidence":
-                pasted = SCENARIO_ROW.findall("\n".join(_blocks(content)[1]))
-                done = scenario[2] in pasted
+                ran = [own_block(code) for code in _blocks(content)[1] if scenario[2] in SCENARIO_ROW.findall(code)]
+                done = True in ran
+                if ran and not done:
+                    missing.append(f"Break {scenario[1]} Evidence (only a --simulate or reference block: paste "
+                                   "the one your own broken code printed)")
+                    continue
             elif part == "Component table":
                 done = any("|" in c or len(c.splitlines()) > 2 for c in _blocks(content)[1]) or \
                     sum("|" in line for line in content.splitlines()) > 2
@@ -162,6 +173,13 @@ def unwritten(path: Path = ANALYSIS) -> list[str] | None:
             if not done:
                 missing.append(f"Break {scenario[1]} {part}" if scenario else f"{title}: {part}")
     return missing
+
+
+def own_block(code: str) -> bool:
+    """Was this evidence block printed by a run of the learner's own code (not --simulate, not the
+    reference)? A block without a ``ran`` line counts (older harness output had none)."""
+    ran = RAN_ROW.search(code)
+    return ran is None or not ran[1].strip().startswith(NOT_OWN)
 
 
 # --------------------------------------------------------------------------- UNDERSTANDING.md

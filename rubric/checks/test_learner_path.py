@@ -201,9 +201,10 @@ def emptied(text: str) -> str:
 
 
 def evidence_blocks(lab: Path, tmp_path: Path) -> dict[str, str]:
-    """The evidence block of each scenario, as break_and_observe.py prints it (simulated breaks)."""
+    """The evidence block of each scenario, as break_and_observe.py prints it for the lab's own code
+    (as step 3 asks: a --simulate block does not count)."""
     proc = subprocess.run(
-        [sys.executable, "break_and_observe.py", "all", "--simulate"], cwd=lab / "code",
+        [sys.executable, "break_and_observe.py", "all"], cwd=lab / "code",
         env={k: v for k, v in offline_env(tmp_path / "cache-break").items() if k != "LESSON06_IMPL"},
         capture_output=True, text=True, timeout=240)
     blocks = re.findall(r"```text\n.*?\n```", proc.stdout, re.S)
@@ -264,6 +265,53 @@ def test_m6_is_done_only_when_each_part_holds_own_text_and_evidence(finished, tm
         assert "\u2713" in line and "8 of 8 answered" in line, board
     finally:
         analysis.write_text(shipped, encoding="utf-8")
+
+
+def analysis_with(tmp_path: Path, label_style: str, ran: str) -> Path:
+    """The template filled in without a subprocess: list labels written in ``label_style`` ("_Q:_",
+    "Q:", "**Q:**"), each Evidence part holding a block of its scenario whose ``ran`` line is ``ran``,
+    and a component table."""
+    text = (REPO_ROOT / "FAILURE_ANALYSIS.md").read_text(encoding="utf-8")
+    own = "My own words about what I ran and what I saw."
+    for placeholder in placeholder_paragraphs(text):
+        label = re.match(r"-\s+_([^_]+)_", placeholder)
+        shown = label_style.replace("Q:", label[1]) if label else None
+        text = text.replace(placeholder, f"- {shown} {own}" if label else own, 1)
+    out, scenario = [], None
+    for line in text.splitlines():
+        found = re.match(r"## Break \d+: ([\w-]+)", line)
+        scenario = found[1] if found else (None if line.startswith("## ") else scenario)
+        out.append(line)
+        if scenario and line == "### Evidence":
+            out += ["", "```text", f"scenario     : {scenario}: a break", f"ran          : {ran}", "```"]
+        if line == "### Component table":
+            out += ["", "| question | read | root |", "|---|---|---|", "| shop-total-bug | yes | NO |"]
+    path = tmp_path / "FAILURE_ANALYSIS.md"
+    path.write_text("\n".join(out) + "\n", encoding="utf-8")
+    return path
+
+
+@pytest.mark.parametrize("style", ["_Q:_", "Q:", "**Q:**"], ids=["italic label", "plain label", "bold label"])
+def test_m6_accepts_the_labels_a_learner_writes(style, tmp_path):
+    """'- Question: my words' is as filled in as '- _Question:_ my words' (the template's italics kept or not)."""
+    path = analysis_with(tmp_path, style, "your code (code/)")
+    assert progress.placeholders(path) == 0 and progress.unwritten(path) == [], progress.unwritten(path)
+    text = path.read_text(encoding="utf-8")
+    bare = re.sub(r"(?m)^(- (?:_|\*\*)?[A-Z][^:\n]*:(?:_|\*\*)?) My own words about what I ran and what I saw\.$",
+                  r"\1", text)
+    path.write_text(bare, encoding="utf-8")
+    assert "Right evidence, wrong answer: My case" in progress.unwritten(path), "labels with no answer passed"
+
+
+@pytest.mark.parametrize("ran", ["simulated break on reference (rubric/reference/)",
+                                 "simulated break on your code (code/)", "reference (rubric/reference/)"])
+def test_m6_counts_only_evidence_from_the_learners_own_code(ran, tmp_path):
+    """An Evidence part holding only a --simulate block (or a run of the reference) is not done, and the
+    board says why; the same block printed by the learner's own code is."""
+    path = analysis_with(tmp_path, "_Q:_", ran)
+    missing = progress.unwritten(path)
+    assert len(missing) == 5 and all("--simulate" in m and "your own broken code" in m for m in missing), missing
+    assert progress.unwritten(analysis_with(tmp_path, "_Q:_", "your code (code/)")) == []
 
 
 def test_the_shipped_analysis_marks_its_placeholders():
