@@ -2,6 +2,8 @@
 
 - every relative Markdown link (and its #anchor) and every backticked repository path exists;
   a `path:line` citation points at a line the file has;
+- every `file.py:N` / `file.py:A-B` in the lesson, README.md, PROJECT.md and code/README.md lands
+  on a line holding the name written beside it (line numbers drift with every edit);
 - every backticked `module.name` for a lab module (tools, agent_loop, copilot, ...) exists in
   that module;
 - every shell command shown in README.md, code/README.md and PROJECT.md that can run offline
@@ -666,3 +668,92 @@ def test_maintainer_command_is_the_one_ci_runs():
     expected = f"python {m.group(1).strip()}"
     shown = [c.text for c in commands_in("README.md", REPO_ROOT) if is_maintainer_command(c.text)]
     assert shown == [expected], f"README.md 'For maintainers' should show `{expected}` (from .ci/run); it shows {shown}"
+
+
+# --------------------------------------------------------------------------- line references (issue 27)
+
+# `file.py:N` and `file.py:A-B` in the documents a learner reads. Line numbers drift with every
+# edit, so each reference must carry the name it points at: a code-like word (a backticked word,
+# a dotted or snake_case name, an UPPER_CASE constant, a call) in its own stretch of the line must
+# appear on the cited lines. A reference repeated without such a word (a citation list under an
+# answer) must be checked where it first carries one.
+LINE_REF_DOCS = ("lesson/lesson.md", "lesson/lesson.agent.md", "README.md", "PROJECT.md", "code/README.md")
+LINE_REF_BODY = r"((?:[\w.-]+/)*[\w-]+\.(?:py|md)):(\d+)(?:[-\u2013](\d+))?(?!\d)"
+LINE_REF = re.compile(r"(?<![\w/.-])" + LINE_REF_BODY)
+
+
+def code_words(window: str) -> set[str]:
+    words = set()
+    for span in re.findall(r"`([^`]+)`", window):
+        words |= set(re.findall(r"[A-Za-z_][\w.]*\w", span))
+    for m in re.finditer(r"([A-Za-z_][\w.]*\w)(\()?", window):
+        word = m.group(1).strip(".")
+        if "_" in word or "." in word or (word.isupper() and len(word) > 2) or m.group(2):
+            words.add(word)
+    return {w for w in words if len(w) > 2}
+
+
+def cited_files(name: str) -> list[Path]:
+    """Where a reference's file may live: the fixture repository (shop/...), code/ (the copilot's
+    own questions run there), the repository root."""
+    return [base / name for base in (FIXTURE_REPO, CODE_DIR, REPO_ROOT) if (base / name).is_file()]
+
+
+def line_reference_problems(rel: str, lines: list[str]) -> list[str]:
+    problems, carried, bare = [], set(), []
+    for number, line in enumerate(lines, 1):
+        line = re.sub("`(" + LINE_REF_BODY + ")`", r"\1", line)  # `config.py:42` reads as config.py:42
+        refs = list(LINE_REF.finditer(line))
+        for i, ref in enumerate(refs):
+            name, first, last = ref[1], int(ref[2]), int(ref[3] or ref[2])
+            key = (name, first, last)
+            start = refs[i - 1].end() if i else 0
+            end = refs[i + 1].start() if i + 1 < len(refs) else len(line)
+            words = code_words(line[start:ref.start()] + " " + line[ref.end():end])
+            named = re.search(r"([A-Za-z_]\w{2,})\s*\($", line[start:ref.start()])  # "defines price (ref)"
+            if named and words:  # beside other names only: "(config.py:43 was grounded ...)" names nothing
+                words.add(named[1])
+            files = cited_files(name)
+            where = f"{rel}:{number}: {ref[0]}"
+            if not files:
+                problems.append(f"{where} names a file found nowhere (fixture repository, code/, root)")
+                continue
+            if not words:
+                bare.append((key, where))
+                continue
+            shown = []
+            for path in files:
+                cited = path.read_text(encoding="utf-8").splitlines()[first - 1:last]
+                text = "\n".join(cited)
+                shown.append(f"{path.relative_to(REPO_ROOT).as_posix()}:{first}-{last} holds {text[:160]!r}")
+                if len(cited) == last - first + 1 and any(
+                        re.search(rf"(?<![\w]){re.escape(w)}(?![\w])", text) for w in words):
+                    carried.add(key)
+                    break
+            else:
+                problems.append(f"{where} is next to {sorted(words)}, none of which is on the cited lines "
+                                f"({'; '.join(shown)}): the lines moved, or the reference is wrong")
+    for key, where in bare:
+        if key not in carried:
+            problems.append(f"{where} carries no name to check it by (write the name it points at next to it)")
+    return problems
+
+
+def test_line_references_point_at_what_they_name():
+    """Every `file.py:N` in the learner's documents lands on a line holding the name written beside it."""
+    problems = []
+    for rel in LINE_REF_DOCS:
+        problems += line_reference_problems(rel, (REPO_ROOT / rel).read_text(encoding="utf-8").splitlines())
+    assert not problems, problems_message(problems, "line references that do not point at what they name")
+
+
+def test_line_reference_check_catches_a_drifted_line():
+    """The check itself, tried on the mistakes it must catch: a reference that drifted off its name, a
+    bare repeat of nothing, a file that does not exist; and the right lines pass."""
+    right = config_line = next(i for i, line in enumerate(
+        (CODE_DIR / "config.py").read_text(encoding="utf-8").splitlines(), 1) if line.startswith("PROVIDER_DEFAULTS"))
+    assert line_reference_problems("x.md", [f"`PROVIDER_DEFAULTS` is defined at config.py:{right}."]) == []
+    assert line_reference_problems("x.md", [f"`PROVIDER_DEFAULTS` is defined at config.py:{config_line - 2}."])
+    assert line_reference_problems("x.md", ["See config.py:3 for details."])
+    assert line_reference_problems("x.md", ["`PROVIDER_DEFAULTS` (no_such_module.py:3)"])
+    assert line_reference_problems("x.md", [f"`PROVIDER_DEFAULTS` (config.py:{right})", f"config.py:{right}"]) == []
