@@ -757,3 +757,45 @@ def test_line_reference_check_catches_a_drifted_line():
     assert line_reference_problems("x.md", ["See config.py:3 for details."])
     assert line_reference_problems("x.md", ["`PROVIDER_DEFAULTS` (no_such_module.py:3)"])
     assert line_reference_problems("x.md", [f"`PROVIDER_DEFAULTS` (config.py:{right})", f"config.py:{right}"]) == []
+
+
+NUMBER_WORDS = {"five": 5, "six": 6, "seven": 7, "eight": 8, "nine": 9, "ten": 10}
+
+
+def test_the_documents_count_the_reflection_as_the_board_does():
+    """'the seven questions' are UNDERSTANDING.md's numbered questions; 'eight answers' is what the
+    board counts (the questions plus the StarcallOS reflection)."""
+    from harness import progress
+
+    text = progress.UNDERSTANDING.read_text(encoding="utf-8")
+    questions = len(re.findall(r"(?m)^## \d+\.", text))
+    answers = progress.answers(progress.UNDERSTANDING)[1]
+    problems = []
+    for rel in LINE_REF_DOCS:
+        flat = " ".join((REPO_ROOT / rel).read_text(encoding="utf-8").split())
+        for word, kind in re.findall(r"\b(\w+) (?:reflection )?(questions|answers)\b", flat):
+            said = NUMBER_WORDS.get(word.lower())
+            wanted = questions if kind == "questions" else answers
+            if said is not None and said != wanted:
+                problems.append(f"{rel}: '{word} {kind}', but UNDERSTANDING.md has {wanted} {kind} (the board counts "
+                                f"{answers} answers: {questions} questions and the StarcallOS reflection)")
+        for sentence in re.split(r"(?<=[.!?])\s+", flat):  # "answer the seven questions": and the eighth?
+            counted = re.search(r"\b(\w+) (?:reflection )?questions\b", sentence)
+            if "UNDERSTANDING.md" in sentence and counted and counted[1].lower() in NUMBER_WORDS \
+                    and "StarcallOS" not in sentence:
+                problems.append(f"{rel}: {sentence[:140]!r} leaves out the StarcallOS reflection the board counts")
+    assert not problems, problems_message(problems, "counts that disagree with UNDERSTANDING.md")
+
+
+def test_the_earlier_projects_are_named_one_way():
+    """One reading of the specification's project list: Project 02 is cosine similarity, Projects 03/04
+    are embeddings and top-k retrieval (never 'Project 03' alone for either)."""
+    problems = []
+    for rel in LINE_REF_DOCS:
+        flat = " ".join((REPO_ROOT / rel).read_text(encoding="utf-8").split())
+        for sentence in re.split(r"(?<=[.!?])\s+", flat):
+            if re.search(r"Project 0?3(?!/0?4)(?!\d)", sentence) and "03/04" not in sentence:
+                problems.append(f"{rel}: Project 03 alone: {sentence[:160]!r}")
+            if re.search(r"Project 0?2\b", sentence) and "cosine" not in sentence:
+                problems.append(f"{rel}: Project 02 named for something other than cosine similarity: {sentence[:160]!r}")
+    assert not problems, problems_message(problems, "mentions of earlier projects that read the list another way")
