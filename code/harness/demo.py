@@ -9,6 +9,7 @@ M5 does not count it: the fake server signs its replies, so the recorded run say
 
     python -m harness.demo                 # your code (M1-M4 must be done)
     python -m harness.demo --reference     # the reference solution
+    python -m harness.demo --structured    # S3: the answer then comes again through emit_answer
 """
 
 from __future__ import annotations
@@ -45,6 +46,24 @@ def sample(text: str | None = None) -> tuple[str, list[dict]]:
     return question, [*replies, text_reply(answer)]
 
 
+CITED = re.compile(r"([\w./-]+\.\w+):(\d+)(?:-(\d+))?")
+
+
+def emit_answer_reply(answer: str) -> dict:
+    """The reply to the copilot's forced emit_answer turn (--structured, S3): the sample's answer with
+    the path:line citations it wrote, as emit_answer's arguments."""
+    citations = [{"path": path, "start_line": int(start), "end_line": int(end or start)}
+                 for path, start, end in CITED.findall(answer)]
+    return tool_reply(("emit_answer", {"answer": answer, "citations": citations}))
+
+
+def replies_for(argv, replies: list[dict]) -> list[dict]:
+    """The scripted replies for these copilot options: --structured asks once more, for emit_answer."""
+    if "--structured" in argv:
+        return [*replies, emit_answer_reply(replies[-1]["content"])]
+    return replies
+
+
 def main(argv=None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     # copilot.py runs as its own process, as you would run it. No real provider is asked anything:
@@ -53,7 +72,7 @@ def main(argv=None) -> int:
            "LITELLM_LOCAL_MODEL_COST_MAP": "True", "LITELLM_OFFLINE_MODE": "true"}
     question, replies = sample()
     print(BANNER, end="\n\n", flush=True)
-    with FakeServer(replies) as server:
+    with FakeServer(replies_for(argv, replies)) as server:
         code = subprocess.call([sys.executable, str(CODE_DIR / "copilot.py"), "--trace", "--repo", str(CODE_DIR),
                                 "--model", "openai/lab-fake-model", "--api-base", server.base_url, *argv, question],
                                env=env)

@@ -566,3 +566,17 @@ def test_the_m4_hints_name_the_error_prefix_the_test_wants():
 
     approach, pseudo = BY_ID["M4"].hints[1:]
     assert "'Error: ' + call.error" in approach and "'Error: ' + call.error" in pseudo, (approach, pseudo)
+
+
+def test_the_demo_scripts_a_reply_for_every_option_it_passes_on(tmp_path):
+    """`python -m harness.demo --structured` (S3) asks the model once more, for emit_answer: the demo
+    scripts that reply too (it stopped with "HTTP 500: script exhausted" before), and its citations
+    are the ones the sample answer wrote, so the structured answer is accepted."""
+    from harness import demo
+
+    _, replies = demo.sample()
+    scripted = demo.replies_for(["--structured"], replies)
+    assert scripted[:-1] == replies and scripted[-1]["tool_calls"][0]["name"] == "emit_answer", scripted[-1]
+    assert demo.replies_for([], replies) == replies
+    run = copilot_run(REPO_ROOT, tmp_path / "cache", "--reference", "--structured", module="harness.demo")
+    assert run.returncode == 0 and "Structured answer: accepted" in run.stdout, run.stdout[-2000:] + run.stderr[-2000:]
