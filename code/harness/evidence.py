@@ -18,7 +18,7 @@ from pathlib import Path
 from harness.lab import Lab
 from harness.meter import Executed, HarnessCeiling, Meter, Observer
 from harness.misbehaving import (
-    OUTSIDE_SENTINEL, DescriptionReader, Intruder, Investigator, Rereader, Workspace, workspace)
+    OUTSIDE_SENTINEL, DescriptionReader, Intruder, Investigator, Rereader, Workspace, elsewhere, workspace)
 from harness.paths import SENTINEL
 from harness.strict_provider import ProviderRejected
 
@@ -123,6 +123,7 @@ def _probes(ws: Workspace):
         ("read_file", {"path": "../outside/secret.txt"}),                       # dot-dot
         ("read_file", {"path": str(ws.root.resolve() / "outside" / "secret.txt")}),  # absolute
         ("read_file", {"path": "../repo_evil/secret.txt"}),                     # sibling sharing the prefix
+        ("read_file", {"path": str(elsewhere(ws) / "secret.txt")}),             # the root's path inside another
         ("read_file", {"path": "shop/../../outside/secret.txt"}),               # climbing through a sub-folder
         ("read_file", {"path": "nowhere/../../outside/secret.txt"}),            # ... through one that does not exist
         ("list_directory", {"path": "../outside"}),                             # listing outside

@@ -414,7 +414,7 @@ try:
     target = os.path.realpath(os.path.join(root, rel_path))
 except (OSError, RuntimeError) as exc:
     raise ValueError(str(exc)) from None
-if root not in target:
+if target != root and root + os.sep not in target:   # 'repo/' is in 'repo/x', not in 'repo_evil/x'
     raise ValueError("outside")
 return Path(target)
 """, ("test_containment_is_judged_by_components_not_by_text",)),

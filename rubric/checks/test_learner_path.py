@@ -475,7 +475,7 @@ def test_every_name_a_hint_or_board_line_mentions_exists():
 # safe_resolve mutants that let a path out of the repository (the others refuse too much).
 ESCAPING = ("string-prefix containment", "normpath ignores symlinks", "case-insensitive containment",
             "casefold containment", "resolves only the parent", "judges only a leading '..'",
-            "resolves only paths that exist")
+            "resolves only paths that exist", "substring containment")
 
 
 def planted(name: str, tmp_path: Path) -> Path:
