@@ -5,6 +5,7 @@ The trap this milestone is about: ``function.arguments`` arrives as a JSON *stri
 
 from __future__ import annotations
 
+import importlib
 from types import SimpleNamespace
 
 import pytest
@@ -37,6 +38,11 @@ def parsed(parse, message, called: str):
         fail(M2, FN, called, "a list of ToolCall, and no exception", f"raised {type(exc).__name__}: {exc}",
              "bad arguments from the model must never crash the loop: catch the json.loads error and mark "
              "that call with error=...")
+    tool_call = getattr(importlib.import_module("agent_loop"), "ToolCall", None)
+    if not isinstance(calls, list) or (tool_call and not all(isinstance(c, tool_call) for c in calls)):
+        fail(M2, FN, called, "a list of agent_loop.ToolCall objects", show(calls),
+             "build each one with ToolCall(id, name, arguments) (or ToolCall(id, name, {}, error)) and return "
+             "them in a list: the loop reads call.id, call.name, call.arguments and call.error")
     # A second call must start from a new list: one shared between calls (a default argument
     # such as calls=[]) still holds the calls of the first message.
     try:

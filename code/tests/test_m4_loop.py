@@ -135,6 +135,30 @@ def test_always_calling_model_stops_at_max_steps(run_agent, fixture_repo, loop_m
           "after the loop, return a message that starts with MAX_STEPS_REACHED so callers can tell")
 
 
+class ThreeCallsEachTurn(AlwaysCallsTool):
+    """A confused model that asks for three tools on every turn and never answers."""
+
+    def __call__(self, messages, tools):
+        super().__call__(messages, tools)
+        return turn(call("list_directory", {"path": "."}), call("read_file", {"path": "README.md"}),
+                    call("search_code", {"query": "price"}))
+
+
+def test_max_steps_counts_model_calls_not_tool_calls(run_agent, fixture_repo, loop_module):
+    """max_steps caps model calls: a model asking for 3 tools per turn gets max_steps turns, not max_steps tools."""
+    model = ThreeCallsEachTurn()
+    called = "run_agent(messages, fixture_repo, <model that asks for 3 tools on every turn>, max_steps=4)"
+    result, messages = drive(run_agent, model, fixture_repo, called, max_steps=4)
+    check(model.calls == 4 and len(tool_messages(messages)) == 12, M4, FN, called,
+          "4 model calls, 12 tool results (3 per turn)",
+          f"{model.calls} model calls, {len(tool_messages(messages))} tool results",
+          "count one step per model call (for step in range(max_steps)), not one per tool call: the cap "
+          "bounds what the model costs, and every call of a turn must still be answered")
+    check(isinstance(result, str) and result.startswith(loop_module.MAX_STEPS_REACHED), M4, FN, called,
+          f"a string starting with {loop_module.MAX_STEPS_REACHED!r}", show(result),
+          "after the loop, return a message that starts with MAX_STEPS_REACHED")
+
+
 def test_default_max_steps_applies(run_agent, fixture_repo, loop_module):
     """Without max_steps the default cap (DEFAULT_MAX_STEPS) still holds."""
     model = AlwaysCallsTool("list_directory", {"path": "."})

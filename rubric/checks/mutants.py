@@ -545,6 +545,26 @@ for _ in range(max_steps):
         messages.append(tool_result(call.id, dispatch_tool(call.name, call.arguments, repo_root)))
 return f"{MAX_STEPS_REACHED}: no final answer after {max_steps} model calls"
 """, ("test_bad_json_reaches_the_model_as_an_observation",)),
+    Mutant("max_steps counts tool calls", "agent_loop.py", "run_agent", """
+steps = 0
+while steps < max_steps:
+    message = complete(messages, TOOL_SCHEMAS)
+    calls = parse_tool_calls(message)
+    if not calls:
+        answer = getattr(message, "content", None) or ""
+        messages.append({"role": "assistant", "content": answer})
+        return answer
+    messages.append(assistant_turn(message))
+    for call in calls:
+        steps += 1                    # one step per tool run (the cap is on model calls)
+        result = f"Error: {call.error}" if call.error else dispatch_tool(call.name, call.arguments, repo_root)
+        messages.append(tool_result(call.id, result))
+return f"{MAX_STEPS_REACHED}: no final answer after {max_steps} steps"
+""", ("test_max_steps_counts_model_calls_not_tool_calls",)),
+    Mutant("dicts instead of ToolCall objects", "agent_loop.py", "parse_tool_calls", parse_variant().replace(
+        "calls.append(ToolCall(raw.id, raw.function.name, arguments))",
+        'calls.append({"id": raw.id, "name": raw.function.name, "arguments": arguments})'),
+        ("test_arguments_json_string_becomes_a_dict",)),
     Mutant("results sent with role function", "agent_loop.py", "run_agent", """
 for _ in range(max_steps):
     message = complete(messages, TOOL_SCHEMAS)
