@@ -226,7 +226,7 @@ def test_arguments_are_passed_by_name_in_any_order(dispatch, fixture_repo):
     check("showing lines 7-9" in result and "def subtotal" in result, M3, FN, called,
           "lines 7-9 of shop/service.py, as with the keys in the schema's order", show(result),
           "pass the arguments by name: fn(repo_root, **args). fn(repo_root, *args.values()) passes them by "
-          "position, in whatever order the model wrote its keys (here end_line became the path)")
+          "position, in whatever order the model wrote its keys (here end_line became the path; lesson: Section 9, 'Arguments passed by position')")
 
 
 class Interrupted(KeyboardInterrupt):
@@ -255,4 +255,4 @@ def test_ctrl_c_inside_a_tool_is_not_an_observation(dispatch, fixture_repo, monk
     fail(M3, FN, called, "KeyboardInterrupt raised out of dispatch_tool (the user pressed Ctrl-C: the run stops)",
          f"returned {show(result)}",
          "catch Exception, never BaseException or a bare `except:`: those also catch KeyboardInterrupt and "
-         "SystemExit, so Ctrl-C becomes an observation and the run goes on (the docstring: 'lets pass')")
+         "SystemExit, so Ctrl-C becomes an observation and the run goes on (lesson: Section 9, 'Catching too much')")

@@ -336,7 +336,7 @@ def test_a_failed_model_call_is_not_an_answer(run_agent, fixture_repo):
          f"returned {show(result)}",
          "do not wrap complete() in try/except: a failed model call is not the model's answer. The copilot "
          "catches it, prints 'could not reach ...' and exits 2; returned as text it is printed as the answer "
-         "with exit 0 (the docstring: 'raises')")
+         "with exit 0 (lesson: Section 9, 'Catching too much')")
 
 
 def test_a_thought_beside_a_tool_call_does_not_end_the_run(run_agent, fixture_repo):
@@ -349,7 +349,8 @@ def test_a_thought_beside_a_tool_call_does_not_end_the_run(run_agent, fixture_re
     result, messages = drive(run_agent, model, fixture_repo, called)
     results = tool_messages(request(model, 2, called, "the read_file result of th1", result,
                                     STOPPED_EARLY + ". Text written beside tool calls (a 'Thought') is not the "
-                                    "answer: decide by parse_tool_calls(message), not by message.content"))
+                                    "answer: decide by parse_tool_calls(message), not by message.content "
+                                    "(lesson: Section 9, 'Any text is the answer')"))
     check(len(results) == 1 and results[0]["tool_call_id"] == "th1" and "price: float" in results[0]["content"],
           M4, FN, called, "the 2nd request answers th1 with shop/models.py's text", show(results),
           "decide by the tool calls, not by the text: parse_tool_calls(message) is [] only for an answer; "
