@@ -134,7 +134,7 @@ def judge_loop(answer: dict, script: list, max_steps: int) -> tuple[str, str]:
     if "raised" in answer:
         return "crashed", f"{answer['raised']}: {answer.get('message', '')[:120]}"
     if "hung" in answer:
-        return "wrong", f"did not return ({answer['hung']}) after {len(seen)} model calls"
+        return "wrong", f"max_steps={max_steps}: did not return ({answer['hung']}) after {len(seen)} model calls"
     returned = answer.get("returned", "")
     if "answer" not in script[-1]:   # a model that never stops: the cap must hold, and say so
         if len(seen) != max_steps or not returned.startswith("MAX_STEPS_REACHED"):
@@ -153,9 +153,12 @@ def judge_loop(answer: dict, script: list, max_steps: int) -> tuple[str, str]:
     if got != expected + [["assistant", ""]]:
         problems.append(f"messages after the question {_roles(got)}, expected {_roles(expected + [['assistant', '']])}")
     bad = [c[0] for turn in script[:-1] for c in turn["calls"] if not _is_object(c[2])]
+    ok = [i for turn in script[:-1] for i in turn.get("ok", [])]   # well-formed calls the tool can answer
     for m in transcript:
         if m[0] == "tool" and m[1] in bad and not m[2].startswith("Error"):
             problems.append(f"the malformed call's result does not start with Error: {m[2][:60]!r}")
+        if m[0] == "tool" and m[1] in ok and m[2].startswith("Error"):
+            problems.append(f"a valid call was refused (arguments passed by position, not by name?): {m[2][:80]!r}")
     return ("wrong", "; ".join(problems)) if problems else ("correct", f"{len(seen)} model call(s), every id answered in order")
 
 

@@ -72,7 +72,7 @@ def _loop(agent_loop, question: dict, answer: dict):
         turn = script[min(len(seen), len(script)) - 1]
         if len(seen) > 50:   # a loop that ignores its cap: stop it here, the count already shows it
             raise ProbeTimeout("more than 50 model calls")
-        return _message(turn["calls"]) if "calls" in turn else _answer(turn["answer"])
+        return _message(turn["calls"], turn.get("content", "")) if "calls" in turn else _answer(turn["answer"])
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
     got = agent_loop.run_agent(messages, question["root"], complete, max_steps=question["max_steps"])
     answer["transcript"] = _summary(messages)
@@ -96,13 +96,14 @@ def _summary(messages) -> list:
     return out
 
 
-def _message(calls):
-    """A model message in LiteLLM's shape; calls None: a message without the attribute at all."""
+def _message(calls, content=""):
+    """A model message in LiteLLM's shape; calls None: a message without the attribute at all.
+    ``content``: text some models send beside their calls ("Thought: ..."), not an answer."""
     from types import SimpleNamespace as NS
 
     if calls is None:
         return NS(content="")
-    return NS(content="", tool_calls=[NS(id=i, type="function", function=NS(name=n, arguments=a)) for i, n, a in calls])
+    return NS(content=content, tool_calls=[NS(id=i, type="function", function=NS(name=n, arguments=a)) for i, n, a in calls])
 
 
 def _view(call) -> list:
