@@ -150,6 +150,9 @@ def judge_loop(answer: dict, script: list, max_steps: int) -> tuple[str, str]:
         problems.append(f"returned {returned[:60]!r}, not the model's answer")
     if len(seen) != len(script):
         problems.append(f"{len(seen)} model calls, expected {len(script)}")
+    if any(m[0] == "tool" and not any(isinstance(p[1], list) and m[1] in p[1] for p in got[:i])   # no message made the call
+           for i, m in enumerate(got)):
+        problems.append(ORPHANS)
     if got != expected + [["assistant", ""]]:
         problems.append(f"messages after the question {_roles(got)}, expected {_roles(expected + [['assistant', '']])}")
     bad = [c[0] for turn in script[:-1] for c in turn["calls"] if not _is_object(c[2])]
@@ -160,6 +163,9 @@ def judge_loop(answer: dict, script: list, max_steps: int) -> tuple[str, str]:
         if m[0] == "tool" and m[1] in ok and m[2].startswith("Error"):
             problems.append(f"a valid call was refused (arguments passed by position, not by name?): {m[2][:80]!r}")
     return ("wrong", "; ".join(problems)) if problems else ("correct", f"{len(seen)} model call(s), every id answered in order")
+
+
+ORPHANS = "tool results with no assistant turn before them that made their calls"
 
 
 def _is_object(text: str) -> bool:
