@@ -169,6 +169,8 @@ def parse_probes():
         ("malformed JSON", [call('{"path": "' + value)]),
         ("JSON that is a list", [call(json.dumps([value]))]),
         ("JSON that is a string", [call(json.dumps(value))]),
+        ("JSON that is a number", [call(str(secrets.randbelow(900) + 100))]),
+        ("JSON that is true", [call("true")]),
         ("JSON nested 100,000 deep", [call("[" * 100_000 + "]" * 100_000)]),
         ("a number of 5,000 digits", [call('{"n": ' + "7" * 5000 + "}")]),
         # JSON's own words and escapes: a decoder that is not JSON's (ast.literal_eval) fails here

@@ -132,7 +132,9 @@ def judge_parse(answer: dict, calls) -> tuple[str, str]:
 def judge_loop(answer: dict, script: list, max_steps: int) -> tuple[str, str]:
     seen, transcript = answer.get("seen") or [], answer.get("transcript") or []
     if "raised" in answer:
-        return "crashed", f"{answer['raised']}: {answer.get('message', '')[:120]}"
+        trace = answer.get("trace") if isinstance(answer.get("trace"), list) else []
+        inside = next((f for f in ("dispatch_tool", "parse_tool_calls") if f in map(str, trace)), "")
+        return "crashed", f"{answer['raised']}: {answer.get('message', '')[:120]}" + (f" ({RAISED_IN} {inside})" if inside else "")
     if "hung" in answer:
         return "wrong", f"max_steps={max_steps}: did not return ({answer['hung']}) after {len(seen)} model calls"
     returned = answer.get("returned", "")
@@ -166,6 +168,7 @@ def judge_loop(answer: dict, script: list, max_steps: int) -> tuple[str, str]:
 
 
 ORPHANS = "tool results with no assistant turn before them that made their calls"
+RAISED_IN = "raised inside"   # a loop probe that crashed in another learner function: that function's defect
 
 
 def _is_object(text: str) -> bool:

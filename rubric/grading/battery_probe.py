@@ -59,7 +59,8 @@ def call(modules: dict, question: dict) -> dict:
     except ProbeTimeout as exc:
         answer.update(hung=str(exc))
     except BaseException as exc:  # noqa: BLE001  (anything else is what we came to see)
-        answer.update(raised=type(exc).__name__, message=_text(str(exc))[:200] if _safe_str(exc) else "")
+        answer.update(raised=type(exc).__name__, message=_text(str(exc))[:200] if _safe_str(exc) else "",
+                      trace=_trace(exc))
     return answer
 
 
@@ -114,6 +115,15 @@ def _view(call) -> list:
         arguments = "<unprintable>"
     return [_text(getattr(call, "id", None)), _text(getattr(call, "name", None)), arguments,
             bool(getattr(call, "error", None))]
+
+
+def _trace(exc) -> list:
+    """The names of the functions the exception came through, innermost last (which function raised)."""
+    names, tb = [], exc.__traceback__
+    while tb is not None and len(names) < 40:
+        names.append(str(tb.tb_frame.f_code.co_name)[:60])
+        tb = tb.tb_next
+    return names[-8:]
 
 
 def _safe_str(exc) -> bool:

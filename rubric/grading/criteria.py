@@ -115,12 +115,14 @@ def _hold(number, ev):
     edited = integ.get("guarded_edited", []) + integ.get("guarded_added", [])
     if edited:
         why.append(("HOLD.edited_tests", f"tests or harness edited: {', '.join(edited[:4])}"))
-    copied = sorted(set(ev.get("reference_matches", [])) | {q for q, i in integ.get("functions", {}).items()
-                                                            if i.get("matches_reference")})
-    copied = [q for q in copied if q in FUNCTION_CRITERION and number in (1, FUNCTION_CRITERION[q])]
-    if copied:
-        why.append(("HOLD.reference_match", f"{', '.join(copied)} match rubric/reference/ (normalised AST: names, "
-                                            "strings and comments aside)"))
+    copied = ev.get("reference_copy") or {}
+    if copied.get("hold"):   # two functions, or the reference's own wording: one alike function is a note
+        what = [f"{', '.join(copied['functions'])} are rubric/reference/'s after canonicalising (names, wording, order, "
+                "pass and dead code aside)"] if copied.get("functions") else []
+        what += [f"the reference's own wording in their code: {'; '.join(repr(t) for t in copied['texts'][:3])}"] \
+            if copied.get("texts") else []
+        why.append(("HOLD.reference_match", "; ".join(what)))
+        why += [("HOLD.reference_match", "side by side: " + x) for x in copied.get("lines", [])[:4]]
     shadow = sorted({str(p[0] if isinstance(p, (list, tuple)) else p) for p in integ.get("refused_modules", [])})
     if shadow:
         why.append(("HOLD.shadowing_file", f"{', '.join(shadow[:4])} shadows a module the lab or its tests import"))
@@ -224,7 +226,8 @@ def _loop(c, ev):
         return _s("Missing", [f"{m} not started" for m in ("M2", "M4") if board.state(m) == "not started"], "C2.not_started")
     tests, bad = _outcomes(board, c.tests)
     parsed, looped = battery.parse_summary(), battery.loop_summary()
-    wrong_loop = [p for p in battery.looping if p["result"] != "correct"]
+    # a loop probe that crashed inside dispatch_tool is that function's defect (C3), not the loop's
+    wrong_loop = [p for p in battery.looping if p["result"] != "correct" and "raised inside dispatch_tool" not in p["detail"]]
     wrong_parse = [p for p in battery.parsing if p["result"] != "correct"]
     seen = [f"{p['probe']}: {p['detail'][:160]}" for p in wrong_loop + wrong_parse]
     never_stops = [p for p in wrong_loop if p["probe"] == "a model that never stops"]
