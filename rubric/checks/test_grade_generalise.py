@@ -391,11 +391,31 @@ return f"{MAX_STEPS_REACHED}: gave up after {max_steps} steps"
 '''
 
 
+NATURAL_RESOLVE = '''
+if not isinstance(rel_path, str):
+    raise ValueError(f"path must be a string, got {type(rel_path).__name__}")
+if "\\x00" in rel_path:
+    raise ValueError("path contains a NUL byte")
+if len(rel_path) > MAX_PATH_CHARS:
+    raise ValueError("path too long")
+try:
+    base = Path(repo_root).resolve()
+    dest = (base / rel_path).resolve()
+except (OSError, RuntimeError) as err:
+    raise ValueError(f"bad path: {err}") from None
+if not dest.is_relative_to(base):
+    raise ValueError("outside the repository")
+return dest
+'''
+
+
 def test_one_function_written_from_the_hints_is_a_note_not_a_hold(tmp_path):
-    """Hint M4:3's pseudo-code, written out: the reference's statements, the learner's own words."""
-    copy = copying.reference_copy(_code(tmp_path / "one", {"run_agent": FROM_THE_HINT, **{
-        k: v for k, v in HONEST["hana"].items() if k != "run_agent"}}))
+    """Hint M4:3's pseudo-code written out, and safe_resolve from its docstring's hint with two
+    messages anyone would write: the reference's statements, not its surface, so no HOLD."""
+    copy = copying.reference_copy(_code(tmp_path / "one", {**HONEST["hana"], "run_agent": FROM_THE_HINT,
+                                                           "safe_resolve": NATURAL_RESOLVE}))
     assert not copy["hold"] and copy["notes"] and copy["functions"] == [], copy
+    assert len(copy["alike"]) == 2 and len(copy["texts"]) == 2, copy
     for name in HONEST:
         assert not copying.reference_copy(_code(tmp_path / name, HONEST[name]))["hold"], name
 

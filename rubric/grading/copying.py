@@ -40,6 +40,7 @@ HOLD_FUNCTIONS = 2          # reference functions matched before a HOLD
 SHORT_TEXT = 12             # characters: a reference text shorter than this is not distinctive
 TEXT_WORDS = 4              # words, likewise ("cannot resolve path" is anyone's wording)
 LONG_TEXT = 8               # words: one reference text this long found in the learner's code is a HOLD
+HOLD_TEXTS = 3              # distinct reference texts found before a HOLD (two short messages can be anyone's)
 PEER_CODE = 6.0             # weighted rare statements two learners share before a HOLD
 PEER_PROSE = 3.0            # weighted rare sentences two learners share before a HOLD
 MIN_SENTENCE_WORDS = 8
@@ -251,16 +252,21 @@ def reference_copy(code_dir: Path) -> dict:
             hit = next(((i, t) for i, t in items if text in t), None)
             if hit:
                 texts.append(text)
-                found.append(f"text of the reference: reference {q} line {rline}: \"{text[:100]}\"  |  learner {lq} "
-                             f"line {hit[0]}")
+                ref_lines, their_lines = ref[q][1].splitlines(), theirs[lq][1].splitlines()
+                found.append(f"the reference's words \"{text[:80]}\": reference {q} {_at(ref_lines, rline)}  |  "
+                             f"learner {lq} {_at(their_lines, hit[0])}")
                 break
     kept = [q for q in matched if _surface(ref[q], theirs[q])]
-    hold = len(kept) >= HOLD_FUNCTIONS or len(set(texts)) >= 2 or any(len(t.split()) >= LONG_TEXT for t in texts)
+    hold = len(kept) >= HOLD_FUNCTIONS or len(set(texts)) >= HOLD_TEXTS or any(len(t.split()) >= LONG_TEXT for t in texts)
     if matched and not hold:
         notes.append(f"{', '.join(matched)}: the reference's statements after canonicalising (names, wording and order "
                      "aside); code written from the docstrings' hints often is: information only")
     return {"functions": matched if hold else [], "alike": matched, "texts": sorted(set(texts)), "hold": hold,
-            "lines": (found + lines)[:16] if hold else [], "notes": notes}
+            "lines": (found[:3] + lines[:3] + found[3:] + lines[3:])[:16] if hold else [], "notes": notes}
+
+
+def _at(lines: list, i: int) -> str:
+    return f"{i}: {lines[i - 1].strip()[:120]}" if 0 < i <= len(lines) else str(i)
 
 
 def _surface(ref, theirs) -> bool:

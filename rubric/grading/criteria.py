@@ -249,7 +249,7 @@ def _loop(c, ev):
         why = [f"{len(bad)} of the {len(tests)} listed tests fail: {_names(bad)}"] if bad else []
         why += ["observed against the contract in the sandbox, judged by the grader: " + s for s in seen[:4]]
         return _s("Developing", why + _notes(ev, 2), "C2.tests_fail" if bad else "C2.probes_fail")
-    outside = [why for m, why in _contradicted(ev).items() if m in ("M2", "M4")]
+    outside = [why for m, why in _contradicted(ev).items() if m == "M2" or m == "M4" and wrong_loop]
     if outside:
         return _s("Developing", outside + ["the probes judged in the grader decide: a passing test stream is "
                                            "information only"], "C2.contradicted_outside")
