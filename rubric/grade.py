@@ -187,8 +187,9 @@ def main(argv=None) -> int:
     page = args.html or out / "class.html"
     pairs = similarity.similar_pairs(learners)
     # learners who share what the reference and the hints do not explain: both held, reports rewritten
-    peers = copying.peer_pairs(learners)
     by_name = {learner.name: results[learner] for learner in learners if learner in results}
+    peers = copying.peer_pairs(learners, {n: copying.failure_signature(r) for n, r in by_name.items()
+                                          if not r.get("could_not_grade")})
     for name in copying.hold_peers(by_name, peers):
         write_reports(by_name[name], args, out)
     pairs = peers + pairs

@@ -516,9 +516,14 @@ def test_two_learners_sharing_renamed_reordered_code_and_reworded_prose_are_both
     _learner(base / "ravi", ravi, PROSE_RAVI)
     _learner(base / "lena", lena, PROSE_LENA)
     _learner(base / "omar", {}, PROSE_LENA.replace("two of five", "three of five").split("\n", 3)[0] + "\n")
-    pairs = copying.peer_pairs(sorted(base.iterdir()))
+    mistake = {"tests": [{"nodeid": "code/tests/test_m1_sandbox.py::test_nul_byte_raises", "outcome": "failed"}],
+               "loop_observed": {"wrong": ["an empty reply (no text, no calls): wrong: 5 model calls"]}, "battery": {}}
+    same = copying.failure_signature(mistake)
+    assert same == {"test code/tests/test_m1_sandbox.py::test_nul_byte_raises", "probe an empty reply (no text, no calls)"}
+    pairs = copying.peer_pairs(sorted(base.iterdir()), {"hana": same, "hugo": same, "ravi": frozenset()})
     held = {tuple(p["learners"]) for p in pairs if p["hold"]}
     assert held == {("hana", "hugo")}, [(p["learners"], p["code"], p["prose"], p["what"]) for p in pairs]
+    assert pairs[0]["shared"][0].startswith("the same failures"), pairs[0]["shared"]
     pair = next(p for p in pairs if p["hold"])
     assert pair["code"] >= copying.PEER_CODE and pair["prose"] >= copying.PEER_PROSE, pair
     assert any("|" in s for s in pair["shared"]), pair["shared"]

@@ -43,6 +43,7 @@ LONG_TEXT = 8               # words: one reference text this long found in the l
 HOLD_TEXTS = 3              # distinct reference texts found before a HOLD (two short messages can be anyone's)
 PEER_CODE = 6.0             # weighted rare statements two learners share before a HOLD
 PEER_PROSE = 3.0            # weighted rare sentences two learners share before a HOLD
+SAME_MISTAKES = 2.0         # added to the code score when two learners, and only they, fail the same way
 MIN_SENTENCE_WORDS = 8
 SENTENCE_ALIKE = 0.5        # share of a sentence's own word triples found in the other's sentence
 OWN_TRIPLES = 4             # word triples of a sentence no provided text has, before it can count
@@ -376,8 +377,21 @@ def _candidates(index: dict, tri: set) -> list:
     return sorted({j for t in tri for j in index.get(t, ())})
 
 
-def peer_pairs(submissions) -> list:
-    """Pairs of learners sharing unusual material, most unusual first, with the shared passages."""
+def failure_signature(result: dict) -> frozenset:
+    """What a graded learner got wrong, as names only: failing tests, probes judged wrong, attack
+    classes that leaked. Two learners with the same rare set made the same mistakes."""
+    out = {f"test {t.get('nodeid', '?')}" for t in result.get("tests", [])
+           if t.get("outcome") in ("failed", "timeout") and not t.get("not_done")}
+    for key in ("parse_observed", "loop_observed"):
+        out |= {f"probe {str(w).split(':', 1)[0]}" for w in (result.get(key) or {}).get("wrong", [])}
+    out |= {f"leaked {name}" for name, info in (result.get("battery") or {}).items()
+            if isinstance(info, dict) and info.get("status") == "leaked"}
+    return frozenset(out)
+
+
+def peer_pairs(submissions, failures: dict | None = None) -> list:
+    """Pairs of learners sharing unusual material, most unusual first, with the shared passages.
+    ``failures``: folder name -> failure_signature, when the learners were graded."""
     subs = {}
     for p in submissions:
         try:
@@ -410,6 +424,10 @@ def peer_pairs(submissions) -> list:
         prose_score = sum(w for w, _, _ in prose_hits)
         share = len(prose_hits) / max(1, min(len(prose[a]), len(prose[b])))
         passages += [f"\"{x[:160]}\"  |  \"{y[:160]}\"" for _, x, y in sorted(prose_hits, key=lambda h: -h[0])[:4]]
+        same = (failures or {}).get(a)
+        if same and same == (failures or {}).get(b) and sum(1 for f in (failures or {}).values() if f == same) == 2:
+            code_score += SAME_MISTAKES   # the same failures and nobody else's: evidence, never enough alone
+            passages.insert(0, "the same failures, shared with nobody else in the class: " + ", ".join(sorted(same)[:4]))
         hold = code_score >= PEER_CODE or prose_score >= PEER_PROSE and share >= PEER_SHARE
         if hold or code_score >= PEER_CODE / 2 or prose_score >= PEER_PROSE / 2:
             out.append({"a": a, "b": b, "learners": [a, b], "kind": "peers", "score": round(code_score + prose_score, 1),
