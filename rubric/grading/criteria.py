@@ -245,14 +245,14 @@ def _loop(c, ev):
     if not _observed(battery.looping) and unbounded and unbounded.found:
         return _s("Missing", ["run_agent never reads max_steps: no bound on model calls anywhere (the loop could not be "
                               "observed running, so this text signal decides)"], "C2.unbounded_unobserved", "medium")
+    outside = [why for m, why in _contradicted(ev).items() if m == "M2" or m == "M4" and wrong_loop]
     if bad or seen:
         why = [f"{len(bad)} of the {len(tests)} listed tests fail: {_names(bad)}"] if bad else []
         why += ["observed against the contract in the sandbox, judged by the grader: " + s for s in seen[:4]]
-        return _s("Developing", why + _notes(ev, 2), "C2.tests_fail" if bad else "C2.probes_fail")
-    outside = [why for m, why in _contradicted(ev).items() if m == "M2" or m == "M4" and wrong_loop]
-    if outside:
-        return _s("Developing", outside + ["the probes judged in the grader decide: a passing test stream is "
-                                           "information only"], "C2.contradicted_outside")
+        if not bad and outside:   # every test passes over a probe that failed: the probes decide
+            why += outside + ["the probes judged in the grader decide: a passing test stream is information only"]
+        return _s("Developing", why + _notes(ev, 2),
+                  "C2.tests_fail" if bad else "C2.contradicted_outside" if outside else "C2.probes_fail")
     reasons = [f"all {len(tests)} cases of the {len(c.tests)} listed tests pass (cap, parsing, order)"]
     if parsed["of"] or looped["of"]:
         reasons.append(f"probed in the sandbox: parse_tool_calls {parsed['correct']} of {parsed['of']} inputs and "
