@@ -373,6 +373,14 @@ def _lesson_triples() -> frozenset:
     return frozenset(_triples(explained_text().split()))
 
 
+def _safely(read, path: Path):
+    """A submission whose text defeats the parser (nested too deep, too big) shares nothing."""
+    try:
+        return read(path)
+    except (RecursionError, MemoryError, ValueError, OSError, UnicodeError, SyntaxError):
+        return {} if read is _statements else []
+
+
 def _candidates(index: dict, tri: set) -> list:
     return sorted({j for t in tri for j in index.get(t, ())})
 
@@ -398,8 +406,8 @@ def peer_pairs(submissions, failures: dict | None = None) -> list:
             subs[Path(p).name] = similarity.workspace.find_lab_root(Path(p))
         except OSError:
             subs[Path(p).name] = Path(p)
-    code = {n: _statements(path / "code") for n, path in subs.items()}
-    prose = {n: _sentences(path) for n, path in subs.items()}
+    code = {n: _safely(_statements, path / "code") for n, path in subs.items()}
+    prose = {n: _safely(_sentences, path) for n, path in subs.items()}
     common = max(3, len(subs) / 3)     # held by more learners than this: the class's common stock, not a pair's
     index = {}
     for n, kept in prose.items():
