@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
-from grading import classview, copying, decisions, feedback, grader, report, runner, similarity  # noqa: E402
+from grading import classview, decisions, feedback, grader, peers, report, runner, similarity  # noqa: E402
 from grading.safe_text import file_stem, terminal  # noqa: E402
 
 # Before anything else, and before any child: no key stays in this process for learner code to find.
@@ -189,15 +189,15 @@ def main(argv=None) -> int:
     # learners who share what the reference and the hints do not explain: both held, reports rewritten
     by_name = {learner.name: results[learner] for learner in learners if learner in results}
     try:
-        peers = copying.peer_pairs(learners, {n: copying.failure_signature(r) for n, r in by_name.items()
-                                              if not r.get("could_not_grade")})
-        for name in copying.hold_peers(by_name, peers):
+        shared = peers.peer_pairs(learners, {n: peers.failure_signature(r) for n, r in by_name.items()
+                                             if not r.get("could_not_grade")})
+        for name in peers.hold_peers(by_name, shared):
             write_reports(by_name[name], args, out)
     except Exception as exc:  # noqa: BLE001  the class's grades stand without the comparison
-        peers = []
+        shared = []
         print(terminal(f"grade.py: learners not compared with each other: {type(exc).__name__}: {exc}"[:300]),
               file=sys.stderr)
-    pairs = peers + pairs
+    pairs = shared + pairs
     out.mkdir(parents=True, exist_ok=True)
     (out / "class.json").write_text(json.dumps({"similar_pairs": pairs}, indent=1), encoding="utf-8")
     write_class_page(graded, page, out, pairs)

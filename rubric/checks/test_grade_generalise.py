@@ -25,7 +25,7 @@ RUBRIC = Path(__file__).resolve().parents[1]
 if str(RUBRIC) not in sys.path:
     sys.path.append(str(RUBRIC))
 
-from grading import battery, copying, criteria, learner_code, runner, sandbox, synthetic, workspace  # noqa: E402
+from grading import battery, copying, criteria, learner_code, peers, runner, sandbox, synthetic, workspace  # noqa: E402
 from grading.workspace import LAB_ROOT  # noqa: E402
 
 BWRAP_WHY = sandbox.choose("bubblewrap")[1]
@@ -518,18 +518,18 @@ def test_two_learners_sharing_renamed_reordered_code_and_reworded_prose_are_both
     _learner(base / "omar", {}, PROSE_LENA.replace("two of five", "three of five").split("\n", 3)[0] + "\n")
     mistake = {"tests": [{"nodeid": "code/tests/test_m1_sandbox.py::test_nul_byte_raises", "outcome": "failed"}],
                "loop_observed": {"wrong": ["an empty reply (no text, no calls): wrong: 5 model calls"]}, "battery": {}}
-    same = copying.failure_signature(mistake)
+    same = peers.failure_signature(mistake)
     assert same == {"test code/tests/test_m1_sandbox.py::test_nul_byte_raises", "probe an empty reply (no text, no calls)"}
-    pairs = copying.peer_pairs(sorted(base.iterdir()), {"hana": same, "hugo": same, "ravi": frozenset()})
+    pairs = peers.peer_pairs(sorted(base.iterdir()), {"hana": same, "hugo": same, "ravi": frozenset()})
     held = {tuple(p["learners"]) for p in pairs if p["hold"]}
     assert held == {("hana", "hugo")}, [(p["learners"], p["code"], p["prose"], p["what"]) for p in pairs]
     assert pairs[0]["shared"][0].startswith("the same failures"), pairs[0]["shared"]
     pair = next(p for p in pairs if p["hold"])
-    assert pair["code"] >= copying.PEER_CODE and pair["prose"] >= copying.PEER_PROSE, pair
+    assert pair["code"] >= peers.PEER_CODE and pair["prose"] >= peers.PEER_PROSE, pair
     assert any("|" in s for s in pair["shared"]), pair["shared"]
     results = {n: {"learner": n, "criteria": [{"number": i, "level": "Proficient", "points": 5, "rule": "x", "reasons": []}
                                               for i in range(1, 8)], "integrity": {"flags": {}}} for n in ("hana", "hugo", "ravi")}
-    assert copying.hold_peers(results, pairs) == ["hana", "hugo"]
+    assert peers.hold_peers(results, pairs) == ["hana", "hugo"]
     for n in ("hana", "hugo"):
         assert all(c["level"] == "HOLD" and c["rule"] == "HOLD.peer_copy" for c in results[n]["criteria"])
         assert results[n]["integrity"]["flags"]["shares_work_with"] and results[n]["total"] == 0
@@ -541,4 +541,4 @@ def test_learners_who_wrote_the_obvious_code_are_not_a_pair(tmp_path):
     base = tmp_path / "class"
     for name, prose in (("a", PROSE_HANA), ("b", PROSE_RAVI), ("c", PROSE_LENA)):
         _learner(base / name, {}, prose)
-    assert not [p for p in copying.peer_pairs(sorted(base.iterdir())) if p["hold"]]
+    assert not [p for p in peers.peer_pairs(sorted(base.iterdir())) if p["hold"]]
