@@ -334,6 +334,30 @@ def test_wrong_solutions_the_tests_let_through_are_seen_by_a_probe(tmp_path, fun
     assert any(probe in r for r in suggestion.reasons), suggestion.reasons
 
 
+@needs_bwrap
+@pytest.mark.parametrize("kind", ["while True", "one call too many"])
+def test_an_observed_uncapped_loop_is_missing_and_an_off_by_one_cap_developing(tmp_path, kind):
+    body = WHILE_TRUE if kind == "while True" else WHILE_LOOP.replace("while used < max_steps", "while used <= max_steps")
+    sub, b = _battery(tmp_path, {"run_agent": body})
+    c2 = criteria._loop(criteria.load_rubric()[2], _ev(sub, b))
+    assert (c2.level, c2.rule) == (("Missing", "C2.red_flag") if kind == "while True" else ("Developing", "C2.probes_fail")), \
+        (c2.level, c2.reasons)
+
+
+WHILE_TRUE = '''
+while True:
+    reply = complete(messages, TOOL_SCHEMAS)
+    calls = parse_tool_calls(reply)
+    if not calls:
+        messages.append({"role": "assistant", "content": reply.content or ""})
+        return reply.content or ""
+    messages.append(assistant_turn(reply))
+    for call in calls:
+        messages.append(tool_result(call.id, "Error: " + call.error if call.error else
+                                    dispatch_tool(call.name, call.arguments, repo_root)))
+'''
+
+
 def test_an_uncapped_loop_is_missing_only_when_nothing_reads_max_steps(tmp_path):
     """The one text signal that may decide: no bound on model calls at all, when the loop was not observed."""
     forever = _code(tmp_path / "a", {"run_agent": "while True:\n    reply = complete(messages, TOOL_SCHEMAS)\n"

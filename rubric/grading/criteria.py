@@ -230,7 +230,8 @@ def _loop(c, ev):
     wrong_loop = [p for p in battery.looping if p["result"] != "correct" and "raised inside dispatch_tool" not in p["detail"]]
     wrong_parse = [p for p in battery.parsing if p["result"] != "correct"]
     seen = [f"{p['probe']}: {p['detail'][:160]}" for p in wrong_loop + wrong_parse]
-    never_stops = [p for p in wrong_loop if p["probe"] == "a model that never stops"]
+    # uncapped: a model that never stops kept it running (an off-by-one cap is a defect, not Missing)
+    never_stops = [p for p in wrong_loop if p["probe"] == "a model that never stops" and "did not return" in p["detail"]]
     cap_bad = [t for t in bad if "max_steps" in t.name]
     orphans = [p for p in wrong_loop if "no assistant turn before them" in p["detail"]]   # battery.ORPHANS
     unbounded = _signal(ev, "no bound on model calls")   # learner_code.UNBOUNDED
