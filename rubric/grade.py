@@ -33,7 +33,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 os.environ.setdefault("LITELLM_OFFLINE_MODE", "true")
 
-from grading import classview, decisions, feedback, grader, report, runner, similarity  # noqa: E402
+from grading import classview, decisions, feedback, grader, peers, report, runner, similarity  # noqa: E402
 from grading.safe_text import file_stem, terminal  # noqa: E402
 
 # Before anything else, and before any child: no key stays in this process for learner code to find.
@@ -103,6 +103,11 @@ def grade_one(path: Path, args, out: Path | None) -> dict:
         raise
     except Exception as exc:  # noqa: BLE001  (one submission that defeats the grader costs only its own row)
         result = grader.could_not_grade(path, f"could not grade: {type(exc).__name__}: {str(exc)[:300]}")
+    write_reports(result, args, out)
+    return result
+
+
+def write_reports(result: dict, args, out: Path | None) -> None:
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
         md, js = out / f"{file_stem(result['learner'])}.md", out / f"{file_stem(result['learner'])}.json"
@@ -112,7 +117,6 @@ def grade_one(path: Path, args, out: Path | None) -> dict:
     if args.feedback:
         args.feedback.mkdir(parents=True, exist_ok=True)
         (args.feedback / f"{file_stem(result['learner'])}.md").write_text(feedback.render(result), encoding="utf-8")
-    return result
 
 
 def write_class_page(results: list, path: Path, reports: Path, pairs=()) -> None:
@@ -182,6 +186,18 @@ def main(argv=None) -> int:
     graded = [results[learner] for learner in learners if learner in results]  # in name order
     page = args.html or out / "class.html"
     pairs = similarity.similar_pairs(learners)
+    # learners who share what the reference and the hints do not explain: both held, reports rewritten
+    by_name = {learner.name: results[learner] for learner in learners if learner in results}
+    try:
+        shared = peers.peer_pairs(learners, {n: peers.failure_signature(r) for n, r in by_name.items()
+                                             if not r.get("could_not_grade")})
+        for name in peers.hold_peers(by_name, shared):
+            write_reports(by_name[name], args, out)
+    except Exception as exc:  # noqa: BLE001  the class's grades stand without the comparison
+        shared = []
+        print(terminal(f"grade.py: learners not compared with each other: {type(exc).__name__}: {exc}"[:300]),
+              file=sys.stderr)
+    pairs = shared + pairs
     out.mkdir(parents=True, exist_ok=True)
     (out / "class.json").write_text(json.dumps({"similar_pairs": pairs}, indent=1), encoding="utf-8")
     write_class_page(graded, page, out, pairs)

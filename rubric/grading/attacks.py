@@ -169,8 +169,12 @@ def parse_probes():
         ("malformed JSON", [call('{"path": "' + value)]),
         ("JSON that is a list", [call(json.dumps([value]))]),
         ("JSON that is a string", [call(json.dumps(value))]),
+        ("JSON that is a number", [call(str(secrets.randbelow(900) + 100))]),
+        ("JSON that is true", [call("true")]),
         ("JSON nested 100,000 deep", [call("[" * 100_000 + "]" * 100_000)]),
         ("a number of 5,000 digits", [call('{"n": ' + "7" * 5000 + "}")]),
+        # JSON's own words and escapes: a decoder that is not JSON's (ast.literal_eval) fails here
+        ("JSON with null, true and an escaped slash", [call('{"path": "' + value + '\\/x.py", "end_line": null, "all": true}')]),
         ("no tool_calls attribute", None),
         ("an empty tool_calls list", []),
     ]
@@ -196,8 +200,18 @@ def loop_scripts(t: dict):
     answer = f"the answer is {_name()}"
     first, twin = call(), call()
     twin[2] = first[2]
+    missing = call(json.dumps({"path": _name() + ".py"}))                      # a tool error: no such file
+    reordered = call(json.dumps({"end_line": 1, "start_line": 1, "path": t["file"]}))  # passed by name or not at all
+    steps = 3 + secrets.randbelow(3)
     yield from [
         ("answers at once", [{"answer": answer}], 5),
+        ("an empty reply (no text, no calls)", [{"answer": ""}], 5),
+        ("malformed arguments on every turn", [{"calls": [call('{"path": ')]}], 3 + secrets.randbelow(4)),
+        ("the answer on the last allowed step", [{"calls": [call()]} for _ in range(steps - 1)] + [{"answer": answer}], steps),
+        ("more tool calls after a tool error", [{"calls": [missing]}, {"calls": [call()]}, {"answer": answer}], 5),
+        ("arguments in another key order", [{"calls": [reordered], "ok": [reordered[0]]}, {"answer": answer}], 5),
+        ("a thought beside a tool call", [{"calls": [call()], "content": "Thought: read the file first."},
+                                          {"answer": answer}], 5),
         ("two calls in one turn, then the answer", [{"calls": [call(), call()]}, {"answer": answer}], 5),
         ("malformed arguments, then the answer", [{"calls": [call('{"path": ')]}, {"answer": answer}], 5),
         ("the same call twice, then the answer", [{"calls": [first]}, {"calls": [twin]}, {"answer": answer}], 5),

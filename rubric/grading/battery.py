@@ -132,9 +132,11 @@ def judge_parse(answer: dict, calls) -> tuple[str, str]:
 def judge_loop(answer: dict, script: list, max_steps: int) -> tuple[str, str]:
     seen, transcript = answer.get("seen") or [], answer.get("transcript") or []
     if "raised" in answer:
-        return "crashed", f"{answer['raised']}: {answer.get('message', '')[:120]}"
+        trace = answer.get("trace") if isinstance(answer.get("trace"), list) else []
+        inside = next((f for f in ("dispatch_tool", "parse_tool_calls") if f in map(str, trace)), "")
+        return "crashed", f"{answer['raised']}: {answer.get('message', '')[:120]}" + (f" ({RAISED_IN} {inside})" if inside else "")
     if "hung" in answer:
-        return "wrong", f"did not return ({answer['hung']}) after {len(seen)} model calls"
+        return "wrong", f"max_steps={max_steps}: did not return ({answer['hung']}) after {len(seen)} model calls"
     returned = answer.get("returned", "")
     if "answer" not in script[-1]:   # a model that never stops: the cap must hold, and say so
         if len(seen) != max_steps or not returned.startswith("MAX_STEPS_REACHED"):
@@ -150,13 +152,23 @@ def judge_loop(answer: dict, script: list, max_steps: int) -> tuple[str, str]:
         problems.append(f"returned {returned[:60]!r}, not the model's answer")
     if len(seen) != len(script):
         problems.append(f"{len(seen)} model calls, expected {len(script)}")
+    if any(m[0] == "tool" and not any(isinstance(p[1], list) and m[1] in p[1] for p in got[:i])   # no message made the call
+           for i, m in enumerate(got)):
+        problems.append(ORPHANS)
     if got != expected + [["assistant", ""]]:
         problems.append(f"messages after the question {_roles(got)}, expected {_roles(expected + [['assistant', '']])}")
     bad = [c[0] for turn in script[:-1] for c in turn["calls"] if not _is_object(c[2])]
+    ok = [i for turn in script[:-1] for i in turn.get("ok", [])]   # well-formed calls the tool can answer
     for m in transcript:
         if m[0] == "tool" and m[1] in bad and not m[2].startswith("Error"):
             problems.append(f"the malformed call's result does not start with Error: {m[2][:60]!r}")
+        if m[0] == "tool" and m[1] in ok and m[2].startswith("Error"):
+            problems.append(f"a valid call was refused (arguments passed by position, not by name?): {m[2][:80]!r}")
     return ("wrong", "; ".join(problems)) if problems else ("correct", f"{len(seen)} model call(s), every id answered in order")
+
+
+ORPHANS = "tool results with no assistant turn before them that made their calls"
+RAISED_IN = "raised inside"   # a loop probe that crashed in another learner function: that function's defect
 
 
 def _is_object(text: str) -> bool:

@@ -59,7 +59,8 @@ def call(modules: dict, question: dict) -> dict:
     except ProbeTimeout as exc:
         answer.update(hung=str(exc))
     except BaseException as exc:  # noqa: BLE001  (anything else is what we came to see)
-        answer.update(raised=type(exc).__name__, message=_text(str(exc))[:200] if _safe_str(exc) else "")
+        answer.update(raised=type(exc).__name__, message=_text(str(exc))[:200] if _safe_str(exc) else "",
+                      trace=_trace(exc))
     return answer
 
 
@@ -72,7 +73,7 @@ def _loop(agent_loop, question: dict, answer: dict):
         turn = script[min(len(seen), len(script)) - 1]
         if len(seen) > 50:   # a loop that ignores its cap: stop it here, the count already shows it
             raise ProbeTimeout("more than 50 model calls")
-        return _message(turn["calls"]) if "calls" in turn else _answer(turn["answer"])
+        return _message(turn["calls"], turn.get("content", "")) if "calls" in turn else _answer(turn["answer"])
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
     got = agent_loop.run_agent(messages, question["root"], complete, max_steps=question["max_steps"])
     answer["transcript"] = _summary(messages)
@@ -96,13 +97,14 @@ def _summary(messages) -> list:
     return out
 
 
-def _message(calls):
-    """A model message in LiteLLM's shape; calls None: a message without the attribute at all."""
+def _message(calls, content=""):
+    """A model message in LiteLLM's shape; calls None: a message without the attribute at all.
+    ``content``: text some models send beside their calls ("Thought: ..."), not an answer."""
     from types import SimpleNamespace as NS
 
     if calls is None:
         return NS(content="")
-    return NS(content="", tool_calls=[NS(id=i, type="function", function=NS(name=n, arguments=a)) for i, n, a in calls])
+    return NS(content=content, tool_calls=[NS(id=i, type="function", function=NS(name=n, arguments=a)) for i, n, a in calls])
 
 
 def _view(call) -> list:
@@ -113,6 +115,15 @@ def _view(call) -> list:
         arguments = "<unprintable>"
     return [_text(getattr(call, "id", None)), _text(getattr(call, "name", None)), arguments,
             bool(getattr(call, "error", None))]
+
+
+def _trace(exc) -> list:
+    """The names of the functions the exception came through, innermost last (which function raised)."""
+    names, tb = [], exc.__traceback__
+    while tb is not None and len(names) < 40:
+        names.append(str(tb.tb_frame.f_code.co_name)[:60])
+        tb = tb.tb_next
+    return names[-8:]
 
 
 def _safe_str(exc) -> bool:

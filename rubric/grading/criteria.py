@@ -115,12 +115,14 @@ def _hold(number, ev):
     edited = integ.get("guarded_edited", []) + integ.get("guarded_added", [])
     if edited:
         why.append(("HOLD.edited_tests", f"tests or harness edited: {', '.join(edited[:4])}"))
-    copied = sorted(set(ev.get("reference_matches", [])) | {q for q, i in integ.get("functions", {}).items()
-                                                            if i.get("matches_reference")})
-    copied = [q for q in copied if q in FUNCTION_CRITERION and number in (1, FUNCTION_CRITERION[q])]
-    if copied:
-        why.append(("HOLD.reference_match", f"{', '.join(copied)} match rubric/reference/ (normalised AST: names, "
-                                            "strings and comments aside)"))
+    copied = ev.get("reference_copy") or {}
+    if copied.get("hold"):   # two functions, or the reference's own wording: one alike function is a note
+        what = [f"{', '.join(copied['functions'])} are rubric/reference/'s after canonicalising (names, wording, order, "
+                "pass and dead code aside)"] if copied.get("functions") else []
+        what += [f"the reference's own wording in their code: {'; '.join(repr(t) for t in copied['texts'][:3])}"] \
+            if copied.get("texts") else []
+        why.append(("HOLD.reference_match", "; ".join(what)))
+        why += [("HOLD.reference_match", "side by side: " + x) for x in copied.get("lines", [])[:4]]
     shadow = sorted({str(p[0] if isinstance(p, (list, tuple)) else p) for p in integ.get("refused_modules", [])})
     if shadow:
         why.append(("HOLD.shadowing_file", f"{', '.join(shadow[:4])} shadows a module the lab or its tests import"))
@@ -204,43 +206,68 @@ def _explained(ev, key) -> bool:
     return bool(r.get("specific")) and r.get("engages", False)
 
 
+def _observed(records: list) -> bool:
+    """The function answered at least one probe (a probe process killed before asking observes nothing)."""
+    return any(p["result"] != "hung" for p in records)
+
+
+def _notes(ev, criterion: int) -> list:
+    """Static signals that differ from the rubric's usual pattern: a note to read, never a level."""
+    flags = [s.label for s in ev["signals"] if s.criterion == criterion and s.found != s.good]
+    return ["read the code (text signals, information only: the level follows behaviour): " + "; ".join(flags)] if flags else []
+
+
 def _loop(c, ev):
-    board = ev["board"]
+    """Behaviour decides: the listed tests and parse_tool_calls/run_agent probed in the sandbox, judged
+    in the grader. A text signal decides only one thing: run_agent that never reads max_steps is
+    Missing when its loop could not be observed."""
+    board, battery = ev["board"], ev["battery"]
     if "not started" in (board.state("M2"), board.state("M4")):
         return _s("Missing", [f"{m} not started" for m in ("M2", "M4") if board.state(m) == "not started"], "C2.not_started")
     tests, bad = _outcomes(board, c.tests)
-    capped, loads, ordered = _signal(ev, "counted loop"), _signal(ev, "json.loads called"), _signal(ev, "assistant_turn")
+    parsed, looped = battery.parse_summary(), battery.loop_summary()
+    # a loop probe that crashed inside dispatch_tool is that function's defect (C3), not the loop's
+    wrong_loop = [p for p in battery.looping if p["result"] != "correct" and "raised inside dispatch_tool" not in p["detail"]]
+    wrong_parse = [p for p in battery.parsing if p["result"] != "correct"]
+    seen = [f"{p['probe']}: {p['detail'][:160]}" for p in wrong_loop + wrong_parse]
+    # uncapped: a model that never stops kept it running (an off-by-one cap is a defect, not Missing)
+    never_stops = [p for p in wrong_loop if p["probe"] == "a model that never stops" and "did not return" in p["detail"]]
     cap_bad = [t for t in bad if "max_steps" in t.name]
-    order_bad = [t for t in bad if "assistant_turn_precedes" in t.name or "answered_in_order" in t.name]
+    orphans = [p for p in wrong_loop if "no assistant turn before them" in p["detail"]]   # battery.ORPHANS
+    unbounded = _signal(ev, "no bound on model calls")   # learner_code.UNBOUNDED
     missing = []
-    if cap_bad and not (capped and capped.found):
-        missing.append("the cap tests fail and no counted loop was found (uncapped loop)")
-    if loads is not None and not loads.found:
-        missing.append("no json.loads in parse_tool_calls")
-    if order_bad and not (ordered and ordered.found):
-        missing.append("the order tests fail and no assistant_turn is appended before the tool results")
+    if never_stops or cap_bad and not _observed(battery.looping) and unbounded and unbounded.found:
+        missing.append("uncapped loop: run_agent kept calling a model that never stops past max_steps" if never_stops
+                       else "the cap tests fail and run_agent never reads max_steps (no bound on model calls)")
+    if orphans:
+        missing.append("tool results appended without the assistant turn that made their calls (observed)")
     if missing:
-        return _s("Missing", missing + [f"failing: {_names(bad)}"], "C2.red_flag")
-    if bad:
-        return _s("Developing", [f"{len(bad)} of the {len(tests)} listed tests fail: {_names(bad)}"], "C2.tests_fail")
-    outside = [why for m, why in _contradicted(ev).items() if m in ("M2", "M4")]
-    if outside:
-        return _s("Developing", outside + ["the probes judged in the grader decide: a passing test stream is "
-                                           "information only"], "C2.contradicted_outside")
+        return _s("Missing", missing + [f"failing: {_names(bad)}" for _ in bad[:1]] + seen[:3], "C2.red_flag")
+    if not _observed(battery.looping) and unbounded and unbounded.found:
+        return _s("Missing", ["run_agent never reads max_steps: no bound on model calls anywhere (the loop could not be "
+                              "observed running, so this text signal decides)"], "C2.unbounded_unobserved", "medium")
+    outside = [why for m, why in _contradicted(ev).items() if m == "M2" or m == "M4" and wrong_loop]
+    if bad or seen:
+        why = [f"{len(bad)} of the {len(tests)} listed tests fail: {_names(bad)}"] if bad else []
+        why += ["observed against the contract in the sandbox, judged by the grader: " + s for s in seen[:4]]
+        if not bad and outside:   # every test passes over a probe that failed: the probes decide
+            why += outside + ["the probes judged in the grader decide: a passing test stream is information only"]
+        return _s("Developing", why + _notes(ev, 2),
+                  "C2.tests_fail" if bad else "C2.contradicted_outside" if outside else "C2.probes_fail")
     reasons = [f"all {len(tests)} cases of the {len(c.tests)} listed tests pass (cap, parsing, order)"]
-    flags = [s.label for s in ev["signals"] if s.criterion == 2 and (s.found != s.good)]
+    if parsed["of"] or looped["of"]:
+        reasons.append(f"probed in the sandbox: parse_tool_calls {parsed['correct']} of {parsed['of']} inputs and "
+                       f"run_agent {looped['correct']} of {looped['of']} scripted models as the contract says (broken "
+                       "arguments every turn, the answer on the last step, calls after an error included)")
     explained = [k for k in ("3", "4", "5") if _explained(ev, k)]
     quotes = [_answer_quote(ev, k) for k in ("3", "4", "5")]
-    if not flags and len(explained) == 3:
-        return _s("Exemplary", reasons + ["every code signal of the Exemplary row is present",
-                                          "UNDERSTANDING.md 3, 4 and 5 explain it in the learner's own terms: confirm"],
-                  "C2.explained", "medium", "READ", quotes)
-    if flags:
-        reasons.append("signals to look at: " + "; ".join(flags))
+    if len(explained) == 3 and _observed(battery.looping):
+        return _s("Exemplary", reasons + ["UNDERSTANDING.md 3, 4 and 5 explain it in the learner's own terms: confirm"]
+                  + _notes(ev, 2), "C2.explained", "medium", "READ", quotes)
     if len(explained) < 3:
         reasons.append("Exemplary also needs the learner's own explanation: UNDERSTANDING.md 3-5 are not all specific "
                        f"to their code (specific: {', '.join(explained) or 'none'})")
-    return _s("Proficient", reasons, "C2.tests_pass", "high" if not flags else "medium")
+    return _s("Proficient", reasons + _notes(ev, 2), "C2.tests_pass", "high")
 
 
 def _answer_quote(ev, key) -> str:
@@ -249,6 +276,9 @@ def _answer_quote(ev, key) -> str:
 
 
 def _sandbox(c, ev):
+    """Behaviour decides: the M1/M3 tests and the battery's attacks, judged in the grader. Escapes
+    observed in two or more attack classes (or the root taken from the arguments) are Missing, one
+    class is Developing; a text pattern (startswith, normpath, a blocklist) only names the cause."""
     board, battery = ev["board"], ev["battery"]
     if board.state("M1") == "not started":
         return _s("Missing", ["M1 not started"], "C3.not_started")
@@ -256,50 +286,59 @@ def _sandbox(c, ev):
     tests, bad = _outcomes(board, names)
     m1, m1_bad = board.of("M1"), [t for t in board.of("M1") if t.outcome in ("failed", "timeout")]
     broken = battery.broken()
-    leaked = [k for k in broken if battery.classes()[k]["status"] in ("leaked", "hung")]
-    sig = {s.label: s for s in ev["signals"] if s.function in ("safe_resolve", "dispatch_tool")}
-    found = lambda start: any(lab.startswith(start) and s.found for lab, s in sig.items())  # noqa: E731
-    pattern = []
-    if found("string-prefix") and not found("containment by components") and not found("no containment check"):
-        pattern.append("containment checked by string prefix only")
-    if found("normpath"):
-        pattern.append("normpath/abspath without resolving symlinks")
-    if found("no containment check"):
-        pattern.append("no containment check: the path's text is checked against fixed names or a leading '..'")
-    if found("repo_root read") and any("root" in t.name for t in bad):
-        pattern.append("the root is taken from the tool arguments")
+    classes = battery.classes()
+    leaked = [k for k in broken if classes[k]["status"] in ("leaked", "hung")]
+    root_taken = [p for k in leaked for p in classes[k]["probes"] if "repo_root" in p["probe"] and p["result"] == "leaked"]
     failing = bad + [t for t in m1_bad if t not in bad]
-    if pattern:
-        return _s("Missing", pattern + ([f"failing: {_names(failing)}"] if failing else []) +
-                  ([f"battery: {', '.join(leaked)} got through"] if leaked else []), "C3.red_flag_pattern",
-                  "high" if failing or leaked else "medium")
+    cause = _sandbox_pattern(ev)
+    why = ([f"sandbox tests fail: {_names(failing)}"] if failing else []) + \
+        ([f"instructor battery (judged in the grader): {', '.join(leaked)} got through"] if leaked else [])
+    if root_taken or len([k for k in leaked if classes[k]["status"] == "leaked"]) >= 2:
+        return _s("Missing", why + (["the root was taken from the tool arguments (observed)"] if root_taken else
+                                     ["escapes in more than one class of attack: no working containment check"])
+                  + [f"likely cause in the code: {x}" for x in cause], "C3.escapes_observed")
     if failing or leaked:
-        why = []
-        if failing:
-            why.append(f"sandbox tests fail: {_names(failing)}")
-        if leaked:
-            why.append(f"instructor battery: {', '.join(leaked)} got through")
-        return _s("Developing", why, "C3.escape_class")
+        note = [f"the code shows {x}, which the rubric's Missing row names: decide from the escapes above" for x in cause]
+        return _s("Developing", why + note, "C3.escape_class", "high" if leaked else "medium")
     m3 = [t for t in tests if t.milestone == "M3"]
     reasons = [f"all {len(m1)} M1 test cases and the {len(m3)} cases of the listed M3 tests pass",
                f"instructor battery: {len(battery.held())} attack classes held" + (f", {', '.join(broken)} unclean" if broken else "")]
-    if battery.classes().get("legal", {}).get("status") == "too strict":
+    if battery.error:
+        reasons.append(f"the instructor battery did not run ({battery.error[:160]}): its attacks were not observed")
+    if classes.get("legal", {}).get("status") == "too strict":
         reasons.append("the battery's legal paths are not all allowed (too strict): see the battery lines")
-    good = [s for s in ev["signals"] if s.function == "safe_resolve" and s.good]
+    reasons += [f"the code shows {x}, yet every attack was refused: read it (information only)" for x in cause]
     escape = ev["failure"].get("breaks", {}).get("escape", {})
     escape_findings = ev.get("prose", {}).get("breaks", {}).get("escape", {}).get("findings", [])
     q5 = next((a for a in ev["understanding"].get("answers", []) if a["key"] == "5"), {})
     visibility = _explained(ev, "5") and re.search(r"\.env\b|visib", f"{q5.get('text', '')} {q5.get('after_text', '')}", re.I)
-    if all(s.found for s in good) and not broken and escape.get("complete") and not escape_findings and visibility:
-        return _s("Exemplary", reasons + ["resolve, component-wise check, type and NUL checks all present; the escape "
+    clean = not broken and not battery.error and battery.held() and classes.get("legal", {}).get("status") == "held"
+    if clean and escape.get("complete") and not escape_findings and visibility:
+        return _s("Exemplary", reasons + ["every attack refused without a crash and every legal path allowed; the escape "
                                           "write-up is complete and agrees with its block; UNDERSTANDING.md 5 separates "
                                           "containment from the .env visibility rule: confirm"], "C3.demonstrated",
                   "medium", "READ", [_answer_quote(ev, "5"), "escape hypothesis: " + escape.get("excerpts", {}).get("Hypothesis", "")])
-    missing = [w for w, ok in (("the escape write-up complete", escape.get("complete")),
+    missing = [w for w, ok in (("every attack refused cleanly and every legal path allowed", clean),
+                               ("the escape write-up complete", escape.get("complete")),
                                ("an escape write-up that agrees with its block", not escape_findings),
                                ("UNDERSTANDING.md 5 on containment vs .env visibility", visibility)) if not ok]
-    return _s("Proficient", reasons + ["Exemplary also needs " + ", ".join(missing or ["every safe_resolve signal"])],
-              "C3.tests_and_battery_hold", "high")
+    return _s("Proficient", reasons + ["Exemplary also needs " + ", ".join(missing)], "C3.tests_and_battery_hold", "high")
+
+
+def _sandbox_pattern(ev) -> list:
+    """What the code's text suggests about a sandbox defect (names a cause; never decides a level)."""
+    sig = {s.label: s for s in ev["signals"] if s.function in ("safe_resolve", "dispatch_tool")}
+    found = lambda start: any(lab.startswith(start) and s.found for lab, s in sig.items())  # noqa: E731
+    out = []
+    if found("string-prefix") and not found("containment by components") and not found("no containment check"):
+        out.append("containment checked by string prefix only")
+    if found("normpath"):
+        out.append("normpath/abspath without resolving symlinks")
+    if found("no containment check"):
+        out.append("no containment check: the path's text is checked against fixed names or a leading '..'")
+    if found("repo_root read"):
+        out.append("repo_root read from the tool arguments")
+    return out
 
 
 def _understanding(c, ev):

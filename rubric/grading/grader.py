@@ -12,7 +12,7 @@ from pathlib import Path
 
 from grading import board as board_mod
 from grading import battery as battery_mod
-from grading import cli_runs, criteria, documents, learner_code, prose, runner, similarity, workspace
+from grading import cli_runs, copying, criteria, documents, learner_code, prose, runner, workspace
 from grading import sandbox as sandbox_mod
 from grading.sandbox import Box
 from grading.report import code
@@ -97,8 +97,8 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
             "unreadable": unreadable,
             # milestones whose tests pass over a function the battery saw fail (criteria and flags read it)
             "contradicted": battery_mod.contradicted(board, battery),
-            "reference_matches": _guarded(unreadable, "similarity.reference_matches", [], similarity.reference_matches,
-                                          root / "code"),
+            # copying of rubric/reference/: functions alike after canonicalising, its own wording, HOLD or note
+            "reference_copy": _guarded(unreadable, "copying.reference_copy", {}, copying.reference_copy, root / "code"),
         }
         ev["prose"] = _guarded(unreadable, "prose review", {}, prose.review, root, ev["understanding"], ev["failure"],
                                simulated.blocks or {})
@@ -358,7 +358,9 @@ def _integrity(ev) -> dict:
     changed = {m: i["changed"] for m, i in integ["modules"].items() if i["changed"]}
     added = {m: i.get("added", []) for m, i in integ["modules"].items() if i.get("added")}
     refused = integ.get("refused_modules", [])
-    same = [q for q, i in integ["functions"].items() if i.get("matches_reference")]
+    copied = ev.get("reference_copy") or {}
+    same = list(copied.get("functions", [])) + [f"the reference's own words: \"{t[:60]}\"" for t in copied.get("texts", [])
+                                                if copied.get("hold")][:3]
     stubs = [q for q, i in integ["functions"].items() if i.get("stub")]
     core_stubs = [q for q in stubs if not q.startswith("stretch.")]
     guarded = integ["guarded_edited"] + integ["guarded_added"]  # a missing file may just predate the learner's clone
@@ -396,9 +398,12 @@ def _integrity(ev) -> dict:
         elif i.get("stub"):
             lines.append(f"- {q}: still the stub (raises NotImplementedError)")
         else:
-            same_text = "**matches the reference solution**" if i.get("matches_reference") else \
+            same_text = "**matches the reference solution** (with another function or its wording: HOLD)" \
+                if q in copied.get("functions", []) else "the reference's statements after canonicalising (one function: " \
+                "information only)" if q in copied.get("alike", []) else \
                 f"{int(i.get('similarity', 0) * 100)} % similar to the reference (difflib on the unparsed body)"
             lines.append(f"- {q}: {i['lines']} lines, {same_text}")
+    lines += [f"- copied from the reference, side by side: {code(x)}" for x in copied.get("lines", [])[:10]]
     lines += [f"- {b}" for b in broken]
     lines += [f"- **contradicted**: {x}" for x in flags["tests_contradicted_outside"]]
     if timeouts:

@@ -99,6 +99,9 @@ def _run_agent(fn, src):
               or isinstance(n, ast.Constant) and n.value == "finish_reason"]
     wrapping = [t for t in ast.walk(fn) if isinstance(t, ast.Try) and any(isinstance(n, (ast.For, ast.While)) for s in t.body for n in ast.walk(s))]
     ordered = bool(turn and results and min(c.lineno for c in turn) < min(c.lineno for c in results))
+    # the one certain red flag read from the text: nothing in the body reads max_steps, so no bound
+    # on model calls exists at all (decides only when the loop could not be observed running)
+    reads_cap = [n for s in fn.body for n in ast.walk(s) if isinstance(n, ast.Name) and n.id == "max_steps"]
     return [
         S("counted loop bounded by max_steps (`for ... in range(max_steps)`, `while steps < max_steps`, ...)",
           bool(fors), True, _lines(src, fors)),
@@ -108,7 +111,11 @@ def _run_agent(fn, src):
         S("the model's Message object appended as it is", bool(raw), False, _lines(src, raw)),
         S("finish_reason used", bool(finish), False, _lines(src, finish)),
         S("try/except around the whole loop", bool(wrapping), False, _lines(src, wrapping)),
+        S(UNBOUNDED, not reads_cap and not _is_stub(fn), False, _lines(src, forever or whiles)),
     ]
+
+
+UNBOUNDED = "no bound on model calls: run_agent never reads max_steps"
 
 
 def _counted(loop) -> bool:

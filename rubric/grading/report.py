@@ -18,7 +18,8 @@ SHORT = {1: "implementation", 2: "loop", 3: "sandbox", 4: "understanding", 5: "f
 MARKS = ("HOLD", "READ")
 FLAG_WORDS = {"tests_or_harness_edited": "tests or harness edited", "provided_code_changed": "provided code changed",
               "matches_reference_solution": "matches the reference solution", "stubs_still_raising": "stubs still raising",
-              "timeouts": "tests timed out", "does_not_import": "does not import"}
+              "timeouts": "tests timed out", "does_not_import": "does not import",
+              "shares_work_with": "shares unusual work with"}
 NO_SANDBOX = "learner code ran with the instructor's privileges (--no-sandbox)"
 NO_SANDBOX_LINE = ("**Ran without a sandbox (--no-sandbox): the submission's code ran with the instructor's privileges "
                    "(files, network, processes); its evidence is only as trustworthy as the code.**")
