@@ -1,0 +1,223 @@
+"""Course checks for the grader's findings on write-ups (grading/findings.py): a finding is proven or
+it is not made.
+
+Two halves. The honest corpus (rubric/checks/honest/: write-ups in several voices, with the small
+code they cite) must produce no proven finding of any kind, whatever hypotheses, projections, hedged
+numbers, line ranges, template labels and fence spellings it holds. And each kind must still catch
+the contradiction it exists for. Fast: no grading run.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+RUBRIC = Path(__file__).resolve().parents[1]
+if str(RUBRIC) not in sys.path:
+    sys.path.append(str(RUBRIC))
+
+from grading import criteria, documents, findings, prose  # noqa: E402
+
+HONEST = Path(__file__).resolve().parent / "honest"
+BLOCK = {"steps": "50 model calls", "tool calls": "50 ran, 0 returned an error", "leaked": "no",
+         "projection": "left running, it would fill the window after about 807 calls",
+         "ended": "harness ceiling: stopped at 50 model calls"}
+LEAKED = {"steps": "9 model calls", "leaked": "YES: 5 of 9 probes outside the repository got through", "ended": "answered"}
+# What a default rerun of each break prints (the grader compares a pasted block with it).
+FRESH = {"runaway": BLOCK, "escape": LEAKED,
+         "amnesia": {"steps": "10 model calls", "tool calls": "10 ran", "repeats": "9 identical repeated calls",
+                     "ended": "max_steps"}}
+TABLE = """component               scripted good  scripted bad
+----------------------  -------------  ------------
+context hit             5/5            5/5
+evidence read           5/5            2/5
+root cause named        1/1            0/1
+"""
+ROWS = """run   question         context  read  tools              cited  grounded  expect  symbols  root  steps
+----  ---------------  -------  ----  -----------------  -----  --------  ------  -------  ----  -----
+good  shop-total-bug   yes      yes   yes                yes    2/2       yes     3/3      yes   4
+bad   shop-total-bug   yes      yes   yes                yes    2/2       yes     2/3      NO    4
+bad   member-discount  yes      yes   NO (1 err, 1 rep)  yes    2/2       yes     3/3      -     5
+"""
+
+
+def submission(tmp_path: Path, doc: Path) -> Path:
+    sub = tmp_path / doc.stem.replace(".", "_")
+    shutil.copytree(HONEST / "code", sub / "code")
+    shutil.copy(doc, sub / (doc.name.split(".")[0] + ".md"))
+    return sub
+
+
+def review(sub: Path) -> tuple:
+    u = documents.understanding(sub / "UNDERSTANDING.md")
+    f = documents.failure_analysis(sub / "FAILURE_ANALYSIS.md", FRESH, "")
+    return u, f, prose.review(sub, u, f, FRESH)
+
+
+# --------------------------------------------------------------------------- the honest corpus
+
+@pytest.mark.parametrize("doc", sorted(HONEST.glob("*.md")), ids=lambda p: p.name)
+def test_an_honest_write_up_gets_no_proven_finding_of_any_kind(tmp_path, doc):
+    u, f, r = review(submission(tmp_path, doc))
+    proven = [x for x in r["findings"] if x["caps"]]
+    assert not proven, f"{doc.name}: false findings: {proven}"
+    assert not any(row for b in f.get("breaks", {}).values() for row in b.get("comparison", []) if not row[3]), \
+        f"{doc.name}: a pasted block read as differing from the rerun: {f['breaks']}"
+    assert not r["understanding_findings"] + r["failure_findings"] + r["evaluation_findings"] + r["my_case_findings"]
+
+
+def test_the_honest_corpus_covers_every_block_spelling_and_the_run_with_its_own_flags(tmp_path):
+    _, careful, _ = review(submission(tmp_path, HONEST / "FAILURE_ANALYSIS.careful.md"))
+    _, chatty, r = review(submission(tmp_path, HONEST / "FAILURE_ANALYSIS.chatty.md"))
+    # ~~~~text, ```TEXT and ````text blocks are all read, and two blocks of one break both kept
+    assert careful["breaks"]["runaway"]["evidence_block"] and careful["breaks"]["escape"]["evidence_block"]
+    assert chatty["breaks"]["runaway"]["evidence_block"] and len(careful["breaks"]["amnesia"]["blocks"]) == 2
+    assert careful["breaks"]["runaway"]["flags"].startswith("--max-calls")
+    assert "comparison" not in careful["breaks"]["runaway"], "a --max-calls 30 run compared with a default rerun"
+    # a break with only a --simulate block: a note for the instructor, never a contradiction
+    notes = [x for x in r["findings"] if x["kind"] == "simulated"]
+    assert [x["where"] for x in notes] == ["amnesia Evidence"] and not notes[0]["caps"]
+
+
+@pytest.mark.parametrize("evidence", [
+    "Hypothesis: I predict about 30 calls before anything stops it.",
+    "I expect it to stop near 20 calls.",
+    "The projection says it would run for about 807 calls before the window fills.",
+    "With the cap in place the same scenario stops itself after 10 calls.",
+    "It made about 45 calls before the harness stopped it.",
+    "Roughly 3k calls a day would be a lot, but this run was 50 calls.",
+    "The first 10 calls looked normal; then it repeated itself.",
+    "I ran it with --max-calls 300 and it made 300 calls before the harness stopped it.",
+    "It made more than 40 calls.",
+])
+def test_predictions_projections_hedges_and_stated_flags_are_not_contradictions(evidence):
+    found = findings.count_claims("runaway", evidence, [BLOCK if "300" not in evidence else dict(
+        BLOCK, steps="300 model calls", **{"tool calls": "300 ran"})], BLOCK)
+    assert found == [], found
+
+
+@pytest.mark.parametrize("evidence", [
+    "Nothing leaked through `.env`: that rule is another layer.",
+    "The symlink probes did not get out, the provided opener refused them.",
+    "I expected that nothing would leak, but 5 of 9 did.",
+    "On my own code the run did not leak 5 of 5, it crashed after 3 leaks.",
+])
+def test_a_partial_or_predicted_no_leak_is_not_a_contradiction(evidence):
+    assert findings.leak_claims("escape", evidence, [LEAKED]) == []
+
+
+def test_a_line_range_is_read_whole_and_a_claim_without_a_shared_name_is_only_a_note(tmp_path):
+    sub = submission(tmp_path, HONEST / "FAILURE_ANALYSIS.careful.md")
+    resolve = lambda rel: prose._file(sub, rel)  # noqa: E731
+    checks, notes = findings.line_claims("Results go back with `messages.append` (agent_loop.py:22-31).", resolve)
+    assert checks[0]["ok"] is True and notes == []
+    checks, notes = findings.line_claims("The loop that keeps the model honest lives at agent_loop.py:5, see "
+                                         "`TOOL_SCHEMAS`.", resolve)
+    assert checks[0]["ok"] is None and [n.kind for n in notes] == ["line_unchecked"] and not notes[0].caps
+
+
+def test_the_template_label_and_a_negated_label_are_not_the_learners_answer():
+    text = ("- Question: shop-total-bug, scripted bad run\n- Boundary failure or reasoning failure, and why: "
+            "reasoning; not a boundary failure, every limit held.")
+    assert findings.my_case_label(text) == []
+    assert findings.my_case_label("- _Boundary failure or reasoning failure, and why:_ shop-total-bug: a reasoning "
+                                  "failure.") == []
+
+
+def test_a_sentence_about_context_hit_is_not_one_about_evidence_read():
+    said = "Evidence read separates the runs, while context hit is the same for both."
+    assert findings.evaluation_claims(said, TABLE) == []
+    assert findings.evaluation_claims("Context hit cannot separate them: 5/5 for both.", TABLE) == []
+    assert findings.row_claims("The bad run's shop-total-bug row: read yes, grounded 2/2, yet root NO and "
+                               "symbols 2/3.", ROWS) == []
+
+
+# --------------------------------------------------------------------------- what each kind still catches
+
+def test_each_kind_still_catches_its_contradiction(tmp_path):
+    assert findings.count_claims("runaway", "Surprise: it stopped by itself after only 12 model calls.", [BLOCK], BLOCK)
+    assert findings.count_claims("runaway", "My loop ran 140 calls before the ceiling.", [BLOCK], BLOCK)
+    assert findings.leak_claims("escape", "Nothing leaked: every probe was refused.", [LEAKED])
+    assert findings.ending_claims("runaway", "It stopped at max_steps and returned MAX_STEPS_REACHED.", [BLOCK])
+    assert findings.evaluation_claims("Root cause named is the same for both runs.", TABLE)
+    assert findings.row_claims("On shop-total-bug the bad run has root YES, just like the good run.", ROWS)
+    assert findings.my_case_label("- Boundary failure or reasoning failure, and why: boundary failure: the "
+                                  "shop-total-bug run stopped reading too early.")
+    assert findings.repeated({"a": "This safeguard keeps the whole system robust reliable and scalable today.",
+                              "b": "Other words. This safeguard keeps the whole system robust reliable and scalable today."},
+                             "FAILURE_ANALYSIS.md")
+    lesson = findings._words("the model repeats the same call, because it never sees what came back from the tools "
+                             "it asked for")
+    assert findings.lifted("The model repeats the same call, because it never sees what came back from the tools.",
+                           lesson, "amnesia Hypothesis")
+    sub = submission(tmp_path, HONEST / "FAILURE_ANALYSIS.careful.md")
+    (sub / "code" / "agent_loop.py").write_text(
+        (sub / "code" / "agent_loop.py").read_text().replace("json.loads(raw)", "ast.literal_eval(raw)"))
+    checks, notes = findings.line_claims("My parse_tool_calls runs `json.loads` on it (agent_loop.py:11), which gives "
+                                         "a dict for `**args`.", lambda rel: prose._file(sub, rel))
+    assert checks[0]["ok"] is False and notes[0].kind == "line" and not notes[0].caps
+
+
+@pytest.mark.parametrize("fence,label", [("```", "text"), ("~~~", "text"), ("````", "TEXT"), ("~~~~~", ""),
+                                         ("```", "Text")])
+def test_an_evidence_block_is_read_whatever_its_fence_and_one_without_a_scenario_is_a_note(fence, label):
+    block = f"{fence}{label}\nscenario     : runaway: cap removed\nsteps        : 50 model calls\n{fence}\n"
+    assert documents.parse_blocks(block)["runaway"]["steps"] == "50 model calls"
+    assert findings.unparsed_blocks("runaway", block) == []
+    broken = f"{fence}{label}\nsteps 50, tool calls 50, it ended at the ceiling\n{fence}\n"
+    notes = findings.unparsed_blocks("runaway", broken)
+    assert [n.kind for n in notes] == ["unparsed"] and not notes[0].caps
+
+
+# --------------------------------------------------------------------------- what the criteria do with them
+
+def _ev(u: dict, f: dict, r: dict) -> dict:
+    return {"understanding": u, "failure": f, "prose": r}
+
+
+def test_simulated_blocks_cannot_lift_failure_analysis_above_developing(tmp_path):
+    text = (HONEST / "FAILURE_ANALYSIS.careful.md").read_text(encoding="utf-8")
+    text = text.replace("ran          : your code (code/)", "ran          : simulated break on reference (rubric/reference/)")
+    doc = tmp_path / "FAILURE_ANALYSIS.simulated.md"
+    doc.write_text(text, encoding="utf-8")
+    u, f, r = review(submission(tmp_path, doc))
+    s = criteria._failure(criteria.load_rubric()[5], _ev(u, f, r))
+    assert s.level == "Developing" and s.rule == "C5.simulated_only", (s.level, s.reasons)
+
+
+def test_a_failure_analysis_made_of_the_lesson_and_the_template_example_is_not_exemplary(tmp_path):
+    lesson = (RUBRIC.parent / "lesson" / "lesson.agent.md").read_text(encoding="utf-8")
+    row = next(line for line in lesson.splitlines() if line.startswith("| `amnesia` |"))
+    copied = row.split("|")[3].strip().capitalize() + "."
+    template = (RUBRIC.parent / "FAILURE_ANALYSIS.md").read_text(encoding="utf-8")
+    example = " ".join(template.split("### A measured case", 1)[1].split("\n\n")[1].split())
+    text = (HONEST / "FAILURE_ANALYSIS.careful.md").read_text(encoding="utf-8")
+    text = text.replace("The model will repeat itself, maybe a dozen times, because it never sees an answer.", copied)
+    text = text.replace("- What would fix it:", f"- What the answer said: {example}\n- What would fix it:")
+    doc = tmp_path / "FAILURE_ANALYSIS.lifted.md"
+    doc.write_text(text, encoding="utf-8")
+    u, f, r = review(submission(tmp_path, doc))
+    lifted = [x for x in r["findings"] if x["kind"] == "lifted"]
+    assert {x["where"] for x in lifted} >= {"amnesia Hypothesis", "My case"}, lifted
+    s = criteria._failure(criteria.load_rubric()[5], _ev(u, f, r))
+    assert s.level != "Exemplary", s.reasons
+
+
+@pytest.mark.parametrize("answer,level", [
+    ("A step budget with a recorded stop reason, for a StarcallOS assistant that books meetings: without it a "
+     "conflict retried forever would burn the calendar quota.", "Exemplary"),
+    ("Refusals as observations: a StarcallOS agent should report a refused path to the model so it can re-plan.",
+     "Proficient"),
+    ("StarcallOS should use a sandbox so it is safe and works well for users.", "Developing"),
+    ("StarcallOS can adopt a root bound by the application, refusals as observations, a step budget and checked "
+     "citations to stay safe and trustworthy for everyone.", "Developing"),
+])
+def test_the_reflection_credits_the_templates_patterns_applied_to_a_capability(answer, level):
+    u = {"exists": True, "answers": [{"key": "StarcallOS", "answered": True, "text": answer, "after_text": "",
+                                      "excerpt": answer, "lifted_from_lesson": []}]}
+    s = criteria._starcall(criteria.load_rubric()[7], _ev(u, {}, {"answers": {"StarcallOS": {"specific": []}},
+                                                                  "findings": []}))
+    assert s.level == level, s.reasons
