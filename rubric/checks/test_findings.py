@@ -9,6 +9,7 @@ the contradiction it exists for. Fast: no grading run.
 
 from __future__ import annotations
 
+import re
 import shutil
 import sys
 from pathlib import Path
@@ -221,3 +222,77 @@ def test_the_reflection_credits_the_templates_patterns_applied_to_a_capability(a
     s = criteria._starcall(criteria.load_rubric()[7], _ev(u, {}, {"answers": {"StarcallOS": {"specific": []}},
                                                                   "findings": []}))
     assert s.level == level, s.reasons
+
+
+# --------------------------------------------------------------------------- feedback and the CSV
+
+def graded(tmp_path: Path) -> dict:
+    """A report as grade.py writes it, for the learner of the chatty write-up with one false claim added."""
+    doc = tmp_path / "FAILURE_ANALYSIS.slip.md"
+    doc.write_text((HONEST / "FAILURE_ANALYSIS.chatty.md").read_text(encoding="utf-8").replace(
+        "so not 100, it was 50 calls", "so not 100, it stopped after 12 calls on its own"), encoding="utf-8")
+    u, f, r = review(submission(tmp_path, doc))
+    rubric = criteria.load_rubric()
+    crit = []
+    for n, c in sorted(rubric.items()):
+        s = criteria._failure(c, _ev(u, f, r)) if n == 5 else criteria._s("Proficient", ["all listed tests pass"], f"C{n}.x")
+        crit.append({"number": n, "title": c.title, "weight": c.weight, "level": s.level, "points": c.points[s.level],
+                     "reasons": s.reasons, "mark": s.mark, "rule": s.rule, "confidence": s.confidence, "quotes": s.quotes})
+    return {"learner": "pat", "criteria": crit, "total": sum(c["points"] for c in crit), "max_total": 100,
+            "findings": r["findings"], "tests": [], "battery": {}, "failure_analysis": f, "integrity": {"flags": {}}}
+
+
+def test_feedback_gives_the_findings_in_plain_words_without_rule_ids(tmp_path):
+    from grading import feedback
+    r = graded(tmp_path)
+    c5 = r["criteria"][4]
+    assert c5["level"] == "Developing" and any(x.startswith("[F") for x in c5["reasons"]), c5["reasons"]
+    text = feedback.render(r)
+    section = text.split("### 5.")[1].split("###")[0]
+    assert "'12 calls'" in section and "evidence block you pasted shows 50 model calls" in section, section
+    assert not re.search(r"\[F\d+\]|C\d\.\w+|caps? this|to decide", text), text
+
+
+def test_reasons_follow_the_level_the_instructor_chose_and_a_dropped_finding_leaves_the_feedback(tmp_path):
+    from grading import feedback
+    r = graded(tmp_path)
+    finding = next(f for f in r["findings"] if f["kind"] == "count")
+    levels = {c["number"]: (c["level"], c["points"]) for c in r["criteria"]}
+    levels[5] = ("Proficient", 11)
+    text = feedback.render(r, levels, dropped=[finding["id"].lower()])
+    assert "12 calls" not in text, "a dropped finding is still in the feedback"
+    well = text.split("## What you did well")[1].split("## What to work on")[0]
+    assert "Failure analysis** (Proficient): your instructor chose Proficient; the rubric describes it as: The three " \
+           "core breaks" in well, well
+    assert "at most Developing" not in text and "contradicts" not in text
+
+
+def test_the_grades_csv_lists_findings_and_finalize_drops_the_ones_named(tmp_path):
+    import csv
+    import json
+
+    from grading import decisions
+    r = graded(tmp_path)
+    reports = tmp_path / "reports"
+    reports.mkdir()
+    (reports / "pat.json").write_text(json.dumps(r), encoding="utf-8")
+    decisions.write_csv([r], tmp_path / "grades.csv")
+    with open(tmp_path / "grades.csv", newline="", encoding="utf-8") as fh:
+        rows = list(csv.DictReader(fh))
+    finding = next(f for f in r["findings"] if f["kind"] == "count")
+    assert f"{finding['id']}: runaway: says" in rows[0]["findings"]
+    rows[0].update(drop_findings=f"{finding['id']}, F99", c5_level="Proficient")
+    with open(tmp_path / "grades.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    errors = decisions.finalize(tmp_path / "grades.csv", reports, tmp_path / "final.csv", tmp_path / "fb")
+    assert len(errors) == 1 and "F99" in errors[0] and "not a finding" in errors[0], errors
+    rows[0]["drop_findings"] = finding["id"]
+    with open(tmp_path / "grades.csv", "w", newline="", encoding="utf-8") as fh:
+        w = csv.DictWriter(fh, fieldnames=list(rows[0]))
+        w.writeheader()
+        w.writerows(rows)
+    assert decisions.finalize(tmp_path / "grades.csv", reports, tmp_path / "final.csv", tmp_path / "fb") == []
+    text = (tmp_path / "fb" / "pat.md").read_text(encoding="utf-8")
+    assert "12 calls" not in text and "your instructor chose Proficient" in text

@@ -26,6 +26,7 @@ class Criterion:
     weight: int
     points: dict                      # level -> points, from the rubric's table
     tests: list = field(default_factory=list)   # "code/tests/test_x.py::test_name" named in its Evidence
+    rows: dict = field(default_factory=dict)    # level -> the rubric's description of that level
 
 
 def load_rubric(path=LAB_ROOT / "rubric" / "rubric.md") -> dict:
@@ -36,7 +37,8 @@ def load_rubric(path=LAB_ROOT / "rubric" / "rubric.md") -> dict:
     for i in range(1, len(parts) - 3, 4):
         number, title, weight, body = int(parts[i]), parts[i + 1].strip(), int(parts[i + 2]), parts[i + 3]
         points = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\| (\w+) \((\d+)\) \|", body, re.M)}
-        out[number] = Criterion(number, title, weight, points, _evidence_tests(body))
+        rows = {m.group(1): m.group(2).strip() for m in re.finditer(r"^\| (\w+) \(\d+\) \| (.*?)\|\s*$", body, re.M)}
+        out[number] = Criterion(number, title, weight, points, _evidence_tests(body), rows)
     for number, (title, weight) in FALLBACK.items():
         out.setdefault(number, Criterion(number, title, weight, {}))
     for c in out.values():

@@ -83,7 +83,18 @@ class Finding:
         return self.proven and KINDS[self.kind].caps
 
     def as_dict(self) -> dict:
-        return {**asdict(self), "caps": self.caps, "title": KINDS[self.kind].title}
+        return {**asdict(self), "caps": self.caps, "title": KINDS[self.kind].title, "criterion": criterion_of(self.where)}
+
+
+def criterion_of(where: str) -> int:
+    """The rubric criterion a finding counts for, from the part of the write-up it is in."""
+    if where == "StarcallOS":
+        return 7
+    if where in ("Evaluation", "What the numbers say"):
+        return 6
+    if where.startswith("Q") or where == "UNDERSTANDING.md":
+        return 4
+    return 5
 
 
 def number(findings: list) -> list:
