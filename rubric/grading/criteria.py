@@ -326,6 +326,18 @@ def _in_failure(where: str) -> bool:
     return not (_in_understanding(where) or where in ("StarcallOS", "Evaluation", "What the numbers say"))
 
 
+# The question a READ leaves to the instructor, per prose criterion (reasons starting "to decide:"
+# stay out of the learner's feedback).
+ASK = {4: "to decide: are the quoted answers the learner's own words, true of their code (ask one diagnostic "
+          "question of the rubric if unsure)?",
+       5: "to decide: does each break's design decision point at the learner's own line, and is each hypothesis a "
+          "prediction written before the run?",
+       6: "to decide: does the reading say which component separates the runs and why the shop-total-bug bad row "
+          "fails on root, and name the weakest component of the learner's own run?",
+       7: "to decide: is the capability a specific StarcallOS situation, and does the answer say what goes wrong "
+          "without the pattern?"}
+
+
 # An After M6 note that records a prediction meeting the run: the rubric's "a prediction that changed".
 CHANGED = re.compile(r"\b(i (?:predicted|expected|guessed|thought|assumed)|my (?:prediction|guess|hypothesis)|than i "
                      r"(?:predicted|expected|guessed|thought)|was wrong|were wrong|changed my|correction|instead of)\b|->|→",
@@ -349,8 +361,8 @@ def _understanding(c, ev):
     notes = _notes(found)[:3]
     quotes = [_answer_quote(ev, k) for k in [a["key"] for a in done if a["key"] not in specific][:2] + specific[:2]]
     if findings:
-        return _s("Developing", reasons + findings[:4] + ["findings cap this at Developing"] + notes, "C4.findings_cap",
-                  "medium", "READ", quotes)
+        return _s("Developing", reasons + findings[:4] + ["findings cap this at Developing", ASK[4]] + notes,
+                  "C4.findings_cap", "medium", "READ", quotes)
     if len(done) < 7:
         return _s("Developing", reasons + [f"not answered: {', '.join(a['key'] for a in answers if not a['answered'])}"]
                   + notes, "C4.unanswered", "medium" if notes else "high", "READ" if notes else None, quotes)
@@ -358,14 +370,15 @@ def _understanding(c, ev):
     changed = [a["key"] for a in after if CHANGED.search(a.get("after_text", ""))]
     if len(specific) >= 6 and len(after) >= 4 and changed:
         return _s("Exemplary", reasons + [f"{len(after)} After M6 part(s) filled; a prediction that changed in "
-                                          f"{', '.join(changed[:3])}"] + notes, "C4.specific", "medium", "READ", quotes)
+                                          f"{', '.join(changed[:3])}", ASK[4]] + notes, "C4.specific", "medium", "READ",
+                  quotes)
     if len(specific) >= 4:
         return _s("Proficient", reasons + ["Exemplary needs specific answers throughout and After M6 notes on most "
                                            f"answers recording a prediction that changed ({len(after)} filled, "
-                                           f"{len(changed)} with a changed prediction)"] + notes, "C4.mostly_specific",
+                                           f"{len(changed)} with a changed prediction)", ASK[4]] + notes, "C4.mostly_specific",
                   "medium", "READ", quotes)
-    return _s("Developing", reasons + ["most answers mention nothing specific to their question or to the learner's code"]
-              + notes, "C4.generic", "medium", "READ", quotes)
+    return _s("Developing", reasons + ["most answers mention nothing specific to their question or to the learner's code",
+                                       ASK[4]] + notes, "C4.generic", "medium", "READ", quotes)
 
 
 def _own_evidence(b) -> bool:
@@ -403,23 +416,23 @@ def _failure(c, ev):
         [f"{s} hypothesis: {breaks[s]['excerpts'].get('Hypothesis', '')}" for s in complete[:2]]
     if findings:
         return _s("Developing", reasons + findings[:5] + ["contradicts its own evidence or repeats itself: at most Developing"]
-                  + notes, "C5.contradicts_evidence", "high", "READ", quotes)
+                  + notes, "C5.contradicts_evidence", "high", "READ" if notes else None, quotes)
     if not own and simulated:
         return _s("Developing", reasons + ["no evidence block from the learner's own code: `--simulate` blocks show the "
                                            "break on the reference, so at most Developing"] + notes,
                   "C5.simulated_only", "high", None if not notes else "READ", quotes)
     my_case = fa.get("my_case", {})
     if len(specific) == 5 and my_case.get("words", 0) >= 20 and not lifted:
-        return _s("Exemplary", reasons + ["every scenario complete and specific; 'My case' recorded"] + notes,
+        return _s("Exemplary", reasons + ["every scenario complete and specific; 'My case' recorded", ASK[5]] + notes,
                   "C5.specific", "medium", "READ", quotes)
     if lifted:
         reasons += [f"[{f['id']}] {f['instructor']}" for f in lifted[:2]] + \
             ["sentences of the lesson or the template, word for word: not Exemplary"]
     if len(core) == 3 and len(specific) >= 3:
         return _s("Proficient", reasons + ["runaway, escape and amnesia each have hypothesis, evidence block and design "
-                                           "decision"] + notes, "C5.core_breaks", "medium", "READ", quotes)
-    return _s("Developing", reasons + [f"core breaks with hypothesis + own evidence + decision: {', '.join(core) or 'none'}"]
-              + notes, "C5.incomplete", "medium", "READ", quotes)
+                                           "decision", ASK[5]] + notes, "C5.core_breaks", "medium", "READ", quotes)
+    return _s("Developing", reasons + [f"core breaks with hypothesis + own evidence + decision: {', '.join(core) or 'none'}",
+                                       ASK[5]] + notes, "C5.incomplete", "medium", "READ", quotes)
 
 
 WEAKEST = re.compile(r"\b(weakest|worst|lowest|weak spot|weak point)\b", re.I)
@@ -437,7 +450,7 @@ def _evaluation(c, ev):
     lifted = [f for f in found if f["kind"] == "lifted"]
     if findings:
         return _s("Developing", reasons + findings[:3] + ["the reading contradicts its own table: at most Developing"],
-                  "C6.reading_contradicts_table", "high", "READ", [f["quote"] for f in found if f.get("caps")][:2])
+                  "C6.reading_contradicts_table", "high", None, [f["quote"] for f in found if f.get("caps")][:2])
     cited = review.get("evaluation_specific", [])
     if not e.get("interpretation_text"):
         return _s("Developing", reasons + ["no interpretation under 'What the numbers say'"], "C6.no_reading")
@@ -447,11 +460,11 @@ def _evaluation(c, ev):
         reasons.append("Exemplary also needs the reading to name the weakest component (and a change to improve it)")
     if len(cited) >= 4 and not lifted and critical:
         return _s("Exemplary", reasons + ["reads the table component by component: confirm the weakest component and "
-                                          "the proposed change"], "C6.reads_table", "medium", "READ", quote)
+                                          "the proposed change", ASK[6]], "C6.reads_table", "medium", "READ", quote)
     if len(cited) >= 2:
-        return _s("Proficient", reasons + [f"[{f['id']}] {f['instructor']}" for f in lifted[:1]], "C6.short_reading",
+        return _s("Proficient", reasons + [f"[{f['id']}] {f['instructor']}" for f in lifted[:1]] + [ASK[6]], "C6.short_reading",
                   "medium", "READ", quote)
-    return _s("Developing", reasons + ["the reading names nothing from its table (impressions)"], "C6.impressions",
+    return _s("Developing", reasons + ["the reading names nothing from its table (impressions)", ASK[6]], "C6.impressions",
               "medium", "READ", quote)
 
 
@@ -498,12 +511,13 @@ def _starcall(c, ev):
                f"what goes wrong without it: {'said' if consequence else 'not said'}"]
     if not (patterns or own_names) or repeated and not capability:
         return _s("Developing", reasons + repeated[:2] + ["generic: no concrete pattern from the lab applied to a "
-                                                           "capability"], "C7.generic", "medium", "READ", quote)
+                                                           "capability", ASK[7]], "C7.generic", "medium", "READ", quote)
     if not capability and len(patterns) >= 3:
-        return _s("Developing", reasons + ["lists the lab's patterns without applying one to a StarcallOS capability"],
-                  "C7.list_of_patterns", "medium", "READ", quote)
+        return _s("Developing", reasons + ["lists the lab's patterns without applying one to a StarcallOS capability",
+                                           ASK[7]], "C7.list_of_patterns", "medium", "READ", quote)
     if capability and consequence and not repeated:
         return _s("Exemplary", reasons + ["a named pattern, a StarcallOS capability and what goes wrong without it: "
-                                          "confirm the capability is specific"], "C7.specific", "medium", "READ", quote)
-    return _s("Proficient", reasons + repeated[:2] + ["a pattern, applied in general terms"], "C7.pattern", "medium",
+                                          "confirm the capability is specific", ASK[7]], "C7.specific", "medium", "READ",
+                  quote)
+    return _s("Proficient", reasons + repeated[:2] + ["a pattern, applied in general terms", ASK[7]], "C7.pattern", "medium",
               "READ", quote)
