@@ -93,10 +93,16 @@ def test_the_honest_corpus_covers_every_block_spelling_and_the_run_with_its_own_
     "The first 10 calls looked normal; then it repeated itself.",
     "I ran it with --max-calls 300 and it made 300 calls before the harness stopped it.",
     "It made more than 40 calls.",
+    "It went on for about a dozen calls, all of them the same read_file.",
+    "Roughly 3k calls would have been the real bill; here it was 10 calls.",
 ])
 def test_predictions_projections_hedges_and_stated_flags_are_not_contradictions(evidence):
-    found = findings.count_claims("runaway", evidence, [BLOCK if "300" not in evidence else dict(
-        BLOCK, steps="300 model calls", **{"tool calls": "300 ran"})], BLOCK)
+    block = BLOCK
+    if "300" in evidence:
+        block = dict(BLOCK, steps="300 model calls", **{"tool calls": "300 ran"})
+    if "dozen" in evidence or "3k" in evidence:
+        block = FRESH["amnesia"]
+    found = findings.count_claims("runaway", evidence, [block], BLOCK)
     assert found == [], found
 
 
