@@ -302,3 +302,17 @@ def test_the_grades_csv_lists_findings_and_finalize_drops_the_ones_named(tmp_pat
     assert decisions.finalize(tmp_path / "grades.csv", reports, tmp_path / "final.csv", tmp_path / "fb") == []
     text = (tmp_path / "fb" / "pat.md").read_text(encoding="utf-8")
     assert "12 calls" not in text and "your instructor chose Proficient" in text
+
+
+def test_a_decision_pointed_at_code_its_function_never_uses_keeps_failure_analysis_from_exemplary():
+    parts = list(documents.PARTS)
+    breaks = {s: {"filled": parts, "complete": True, "own_evidence": True, "evidence_block": True,
+                  "excerpts": {"Hypothesis": "a prediction"}} for s in documents.SCENARIOS}
+    fa = {"exists": True, "breaks": breaks, "my_case": {"words": 40}}
+    note = {"id": "F1", "kind": "line", "caps": False, "where": "raw-arguments write-up", "quote": "",
+            "instructor": "agent_loop.py:171 reads 'args = ast.literal_eval(raw)'; the sentence names json.loads"}
+    review_ = {"breaks": {s: {"specific": ["max_steps"]} for s in documents.SCENARIOS}, "findings": []}
+    rubric = criteria.load_rubric()[5]
+    assert criteria._failure(rubric, _ev({}, fa, review_)).level == "Exemplary"
+    s = criteria._failure(rubric, _ev({}, fa, dict(review_, findings=[note])))
+    assert s.level == "Proficient" and s.mark == "READ" and any("F1" in x for x in s.reasons), s.reasons

@@ -368,7 +368,11 @@ def _understanding(c, ev):
                   + notes, "C4.unanswered", "medium" if notes else "high", "READ" if notes else None, quotes)
     after = [a for a in done if a["after_m6_words"] >= 10]
     changed = [a["key"] for a in after if CHANGED.search(a.get("after_text", ""))]
-    if len(specific) >= 6 and len(after) >= 4 and changed:
+    unsure = [f["id"] for f in found if f["kind"] == "line"]
+    if unsure:
+        reasons.append(f"Exemplary waits on {', '.join(unsure)}: a file:line whose function does not use the code the "
+                       "sentence names")
+    if len(specific) >= 6 and len(after) >= 4 and changed and not unsure:
         return _s("Exemplary", reasons + [f"{len(after)} After M6 part(s) filled; a prediction that changed in "
                                           f"{', '.join(changed[:3])}", ASK[4]] + notes, "C4.specific", "medium", "READ",
                   quotes)
@@ -422,7 +426,12 @@ def _failure(c, ev):
                                            "break on the reference, so at most Developing"] + notes,
                   "C5.simulated_only", "high", None if not notes else "READ", quotes)
     my_case = fa.get("my_case", {})
-    if len(specific) == 5 and my_case.get("words", 0) >= 20 and not lifted:
+    # A decision pointed at a line whose function never uses the code it names: not Exemplary until read.
+    unsure = [f for f in found if f["kind"] == "line"]
+    if unsure:
+        reasons.append(f"Exemplary waits on {', '.join(f['id'] for f in unsure)}: a file:line whose function does not "
+                       "use the code the sentence names")
+    if len(specific) == 5 and my_case.get("words", 0) >= 20 and not lifted and not unsure:
         return _s("Exemplary", reasons + ["every scenario complete and specific; 'My case' recorded", ASK[5]] + notes,
                   "C5.specific", "medium", "READ", quotes)
     if lifted:
