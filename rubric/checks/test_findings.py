@@ -316,3 +316,14 @@ def test_a_decision_pointed_at_code_its_function_never_uses_keeps_failure_analys
     assert criteria._failure(rubric, _ev({}, fa, review_)).level == "Exemplary"
     s = criteria._failure(rubric, _ev({}, fa, dict(review_, findings=[note])))
     assert s.level == "Proficient" and s.mark == "READ" and any("F1" in x for x in s.reasons), s.reasons
+
+
+def test_a_block_that_differs_from_the_simulated_rerun_is_a_question_not_a_cap():
+    parts = list(documents.PARTS)
+    breaks = {s: {"filled": parts, "complete": True, "own_evidence": True, "evidence_block": True,
+                  "excerpts": {"Hypothesis": "a prediction"}} for s in documents.SCENARIOS}
+    breaks["escape"]["comparison"] = [("steps", "8 model calls", "5 model calls", False)]
+    review_ = {"breaks": {s: {"specific": ["max_steps"]} for s in documents.SCENARIOS}, "findings": []}
+    s = criteria._failure(criteria.load_rubric()[5], _ev({}, {"exists": True, "breaks": breaks,
+                                                              "my_case": {"words": 40}}, review_))
+    assert s.level == "Exemplary" and s.mark == "READ" and any("escape block differs" in x for x in s.reasons), s.reasons

@@ -408,9 +408,13 @@ def _failure(c, ev):
     specific = [s for s, r in ev.get("prose", {}).get("breaks", {}).items() if r.get("specific") and s in complete]
     mismatched = [s for s, b in breaks.items() if any(not row[3] for row in b.get("comparison", []))]
     found = _found(ev, _in_failure)
-    findings = _capping(found) + [f"pasted evidence does not match a fresh run for: {s}" for s in mismatched]
+    findings = _capping(found)
     lifted = [f for f in found if f["kind"] == "lifted"]
-    notes = _notes([f for f in found if f["kind"] not in ("lifted", "simulated")])[:3]
+    # A rerun is the break on the reference, with the grader's harness: a learner's own-code block or an
+    # older harness can differ honestly, so a difference is a question, never a cap.
+    notes = _notes([f for f in found if f["kind"] not in ("lifted", "simulated")])[:3] + \
+        [f"to decide: the pasted {s} block differs from a fresh `--simulate` rerun (the break on the reference, this "
+         "lab's harness): the learner's code or harness version, or an edited block?" for s in mismatched]
     reasons = [f"breaks complete (all five parts, evidence from the learner's own code): {', '.join(complete) or 'none'}; "
                f"specific to the break and the learner's code: {', '.join(specific) or 'none'}"]
     if simulated:

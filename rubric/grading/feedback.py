@@ -94,7 +94,7 @@ def learner_findings(r: dict, number: int) -> list:
 
 
 def _contradicted(r: dict, c: dict) -> bool:
-    return bool(c.get("contradictions") or learner_findings(r, c["number"]) or c["number"] == 5 and differing_evidence(r))
+    return bool(c.get("contradictions") or learner_findings(r, c["number"]))
 
 
 def _why(c: dict, r: dict | None = None) -> str:
@@ -116,9 +116,10 @@ def _observations(r: dict, c: dict) -> list:
         out.append(f"- The test {md_code(nodeid.split('::')[-1])} fails. See it with {md_code(PYTEST.format(nodeid))}:")
         out += [f"    - {md_code(line, 200)}" for line in lines[:3]]
     if n == 5:
-        out += [f"- Your evidence for the {md(b)} break says {md(field)} {md_code(pasted, 100)}, but a fresh run of "
-                f"{md_code('python break_and_observe.py ' + b + ' --simulate')} (in `code/`) on your code shows "
-                f"{md_code(fresh, 100)}." for b, field, pasted, fresh in differing_evidence(r)]
+        out += [f"- Your evidence for the {md(b)} break says {md(field)} {md_code(pasted, 100)}; a fresh run of "
+                f"{md_code('python break_and_observe.py ' + b + ' --simulate')} (in `code/`, the break on the lab's "
+                f"reference) shows {md_code(fresh, 100)}. If your own run differed, say why in your write-up."
+                for b, field, pasted, fresh in differing_evidence(r)]
     for text in c.get("contradictions") or []:
         out.append(f"- {md(text)}")
     for f in learner_findings(r, n)[:4]:
