@@ -151,7 +151,10 @@ def report(title: str, key: dict, tool: dict) -> list:
 
 def main(argv=None) -> int:
     p = argparse.ArgumentParser(prog="agreement.py", description=__doc__.splitlines()[0])
-    p.add_argument("--class3", type=Path, default=ROOT.parent / "shared" / "classes" / "class3",
+    default = next((d for d in (ROOT.parent / "shared" / "classes" / "class3",
+                                ROOT.parent.parent / "shared" / "classes" / "class3") if d.is_dir()),
+                   ROOT.parent / "shared" / "classes" / "class3")   # a worktree sits one level deeper
+    p.add_argument("--class3", type=Path, default=default,
                    help="a folder of LEARNER.bundle files and key.json (default: ../shared/classes/class3)")
     p.add_argument("--work", type=Path, help="where submissions and reports go (default: a temporary folder, removed)")
     p.add_argument("--reuse", action="store_true", help="read the reports already in --work instead of grading again")
