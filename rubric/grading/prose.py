@@ -1,15 +1,10 @@
 """The learner's prose checked against their own evidence and code, never counted.
 
-Deterministic cross-checks (each finding quotes the sentence it rests on):
-  - numbers of calls stated beside a pasted evidence block, against that block and the fresh run;
-  - "nothing leaked" beside a block that says `leaked: YES`;
-  - `file.py:N` claims against the text of line N in the submission;
-  - the evaluation reading against the pasted component table;
-  - the "My case" label against the known scripted case (its bad run is a reasoning failure);
-  - sentences repeated across sections (boilerplate).
-Specificity, which draws a level when nothing contradicts: the learner's own `file:line`
-references that check out, names from their code, their own numbers, and an answer that shares
-the words of the question it answers rather than another's.
+review() runs every kind of finding of grading/findings.py on the parts it applies to (each kind,
+its proof and its words for the learner live there) and numbers them F1, F2... for the report and
+the CSV's drop_findings. Specificity, which draws a level when nothing is proven against the
+write-up: the learner's own `file:line` references that check out, names from their code, their own
+numbers, and an answer that shares the words of the question it answers rather than another's.
 """
 
 from __future__ import annotations
@@ -28,16 +23,8 @@ must not now off once only other our out over own same should some such than tha
 these they this those through under until very was were what when where which while who why will with would
 you your yours""".split())
 MAX_TEXT = 20_000       # characters of one part read; a submission's prose is untrusted input
-MAX_CLAIMS = 40         # file:line claims checked per part
+MAX_CLAIMS = findings.MAX_CLAIMS   # file:line claims checked per part
 MAX_NAMES = 400
-
-
-def sentences(text: str) -> list:
-    return [s.strip() for s in re.split(r"(?<=[.!?])\s+(?=[A-Z(`\-])", text) if s.strip()]
-
-
-def _sentence_with(text: str, needle: str) -> str:
-    return next((s for s in sentences(text) if needle in s), needle)[:300]
 
 
 # --------------------------------------------------------------------------- the learner's code
@@ -72,15 +59,6 @@ def _file(sub: Path, rel: str):
         except (OSError, RuntimeError, ValueError):
             continue
     return None
-
-
-def _enclosing(source: str, number: int) -> str:
-    try:
-        tree = ast.parse(source)
-    except (SyntaxError, ValueError, RecursionError):
-        return ""
-    return next((n.name for n in ast.walk(tree) if isinstance(n, (ast.FunctionDef, ast.ClassDef))
-                 and n.lineno <= number <= (n.end_lineno or n.lineno)), "")
 
 
 def file_line_claims(text: str, sub: Path) -> list:
