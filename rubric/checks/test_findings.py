@@ -318,7 +318,7 @@ def test_a_decision_pointed_at_code_its_function_never_uses_keeps_failure_analys
     assert s.level == "Proficient" and s.mark == "READ" and any("F1" in x for x in s.reasons), s.reasons
 
 
-def test_a_block_that_differs_from_the_simulated_rerun_is_a_question_not_a_cap():
+def test_a_block_whose_counts_differ_from_the_rerun_is_a_question_and_one_that_ended_otherwise_a_finding():
     parts = list(documents.PARTS)
     breaks = {s: {"filled": parts, "complete": True, "own_evidence": True, "evidence_block": True,
                   "excerpts": {"Hypothesis": "a prediction"}} for s in documents.SCENARIOS}
@@ -326,4 +326,8 @@ def test_a_block_that_differs_from_the_simulated_rerun_is_a_question_not_a_cap()
     review_ = {"breaks": {s: {"specific": ["max_steps"]} for s in documents.SCENARIOS}, "findings": []}
     s = criteria._failure(criteria.load_rubric()[5], _ev({}, {"exists": True, "breaks": breaks,
                                                               "my_case": {"words": 40}}, review_))
-    assert s.level == "Exemplary" and s.mark == "READ" and any("escape block differs" in x for x in s.reasons), s.reasons
+    assert s.level == "Exemplary" and s.mark == "READ" and any("escape block differ" in x for x in s.reasons), s.reasons
+    breaks["escape"]["comparison"].append(("ended", "max_steps", "answered", False))
+    s = criteria._failure(criteria.load_rubric()[5], _ev({}, {"exists": True, "breaks": breaks,
+                                                              "my_case": {"words": 40}}, review_))
+    assert s.level == "Developing" and any("does not match a fresh run for: escape" in x for x in s.reasons), s.reasons

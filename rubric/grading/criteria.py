@@ -406,15 +406,18 @@ def _failure(c, ev):
         p in breaks[s]["filled"] for p in ("Hypothesis", "Evidence", "Design decision that prevents it"))]
     complete = [s for s, b in breaks.items() if b["complete"] and s in own]
     specific = [s for s, r in ev.get("prose", {}).get("breaks", {}).items() if r.get("specific") and s in complete]
-    mismatched = [s for s, b in breaks.items() if any(not row[3] for row in b.get("comparison", []))]
+    # How the run ended, or whether it leaked, differing from the rerun: the block is not that break's.
+    # Counts alone differ honestly (the harness of the commit the learner cloned had other probes): a question.
+    outcome = [s for s, b in breaks.items() if any(not row[3] and row[0] in ("ended", "leaked")
+                                                   for row in b.get("comparison", []))]
+    counts = [s for s, b in breaks.items() if s not in outcome and any(not row[3] for row in b.get("comparison", []))]
     found = _found(ev, _in_failure)
-    findings = _capping(found)
+    findings = _capping(found) + [f"pasted evidence does not match a fresh run for: {s} (how it ended or whether it "
+                                  "leaked)" for s in outcome]
     lifted = [f for f in found if f["kind"] == "lifted"]
-    # A rerun is the break on the reference, with the grader's harness: a learner's own-code block or an
-    # older harness can differ honestly, so a difference is a question, never a cap.
     notes = _notes([f for f in found if f["kind"] not in ("lifted", "simulated")])[:3] + \
-        [f"to decide: the pasted {s} block differs from a fresh `--simulate` rerun (the break on the reference, this "
-         "lab's harness): the learner's code or harness version, or an edited block?" for s in mismatched]
+        [f"to decide: the counts of the pasted {s} block differ from a fresh rerun of the break (this lab's harness): "
+         "another harness version, or an edited block?" for s in counts]
     reasons = [f"breaks complete (all five parts, evidence from the learner's own code): {', '.join(complete) or 'none'}; "
                f"specific to the break and the learner's code: {', '.join(specific) or 'none'}"]
     if simulated:

@@ -117,8 +117,8 @@ def _observations(r: dict, c: dict) -> list:
         out += [f"    - {md_code(line, 200)}" for line in lines[:3]]
     if n == 5:
         out += [f"- Your evidence for the {md(b)} break says {md(field)} {md_code(pasted, 100)}; a fresh run of "
-                f"{md_code('python break_and_observe.py ' + b + ' --simulate')} (in `code/`, the break on the lab's "
-                f"reference) shows {md_code(fresh, 100)}. If your own run differed, say why in your write-up."
+                f"{md_code('python break_and_observe.py ' + b + ' --simulate')} (in `code/`) shows "
+                f"{md_code(fresh, 100)}. If your own run differed, say why in your write-up."
                 for b, field, pasted, fresh in differing_evidence(r)]
     for text in c.get("contradictions") or []:
         out.append(f"- {md(text)}")
