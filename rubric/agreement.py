@@ -109,7 +109,10 @@ def measure(key: dict, tool: dict) -> dict:
     read = [x for x in cells if x[3][1] == "READ"]
     hold = [x for x in cells if x[3][0] == "HOLD"]
     count = lambda xs: sum(agrees(k, t) for _, _, k, t in xs)  # noqa: E731
+    prose = [x for x in confident if x[1] not in ("C1", "C2", "C3")]
     return {"cells": len(cells), "exact": count(cells), "core_cells": len(core), "core_exact": count(core),
+            "confident_core": len(confident) - len(prose), "confident_core_right": count(confident) - count(prose),
+            "confident_prose": len(prose), "confident_prose_right": count(prose),
             "confident": len(confident), "confident_right": count(confident),
             "confident_high": len(high), "confident_high_right": count(high),
             "read": len(read), "read_right": count(read), "hold": len(hold), "hold_right": count(hold),
@@ -140,7 +143,9 @@ def report(title: str, key: dict, tool: dict) -> list:
     out += [f"exact level agreement: {pct(m['exact'], m['cells'])}; on C1-C3: {pct(m['core_exact'], m['core_cells'])}",
             f"confidence: {pct(m['confident'], m['cells'])} cells get a confident level (no READ/HOLD); "
             f"right {pct(m['confident_right'], m['confident'])}; of those marked high: "
-            f"{pct(m['confident_high_right'], m['confident_high'])}",
+            f"{pct(m['confident_high_right'], m['confident_high'])}; on C1-C3 "
+            f"{pct(m['confident_core_right'], m['confident_core'])}, on C4-C7 "
+            f"{pct(m['confident_prose_right'], m['confident_prose'])}",
             f"READ cells: {m['read']}, suggested level right {pct(m['read_right'], m['read'])}; HOLD cells: "
             f"{m['hold']}, where the instructor holds too {pct(m['hold_right'], m['hold'])}",
             f"Exemplary/Proficient where the key says Missing or holds: {m['false_high'] or 'none'}", "",
