@@ -331,3 +331,17 @@ def test_a_block_whose_counts_differ_from_the_rerun_is_a_question_and_one_that_e
     s = criteria._failure(criteria.load_rubric()[5], _ev({}, {"exists": True, "breaks": breaks,
                                                               "my_case": {"words": 40}}, review_))
     assert s.level == "Developing" and any("does not match a fresh run for: escape" in x for x in s.reasons), s.reasons
+
+
+def test_an_after_m6_note_is_checked_against_the_break_it_names(tmp_path):
+    sub = submission(tmp_path, HONEST / "FAILURE_ANALYSIS.chatty.md")
+    shutil.copy(HONEST / "UNDERSTANDING.terse.md", sub / "UNDERSTANDING.md")
+    _, _, r = review(sub)
+    assert not [x for x in r["findings"] if x["caps"]], r["findings"]
+    text = (HONEST / "UNDERSTANDING.terse.md").read_text(encoding="utf-8")
+    (sub / "UNDERSTANDING.md").write_text(text.replace("I guessed 25 calls, the block said 50 calls, stopped",
+                                                       "it stopped after 12 calls on its own, stopped"), encoding="utf-8")
+    _, _, r = review(sub)
+    found = [x for x in r["findings"] if x["caps"]]
+    assert [(x["kind"], x["where"], x["criterion"]) for x in found] == [("count", "Q5", 4)], found
+    assert found[0]["learner"].startswith("In your After M6 note to question 5, about the runaway break")

@@ -452,7 +452,7 @@ def my_case_label(text: str) -> list:
     labels = [(m.group(1).lower(), m.group(0)) for s in claims_in(own)
               for m in re.finditer(r"\b(boundary|reasoning)\s+failure", s, re.I)]
     if SCRIPTED_CASE.search(text) and "--model" not in text and labels and labels[0][0] == "boundary":
-        s = sentence_with(own, labels[0][1])
+        s = re.sub(r"^[\s\-*_:]+", "", sentence_with(own, labels[0][1]))
         return [Finding("my_case", "My case",
                         "calls the scripted shop-total-bug run a boundary failure; every boundary held in it and both "
                         "files were read (a reasoning failure): " + s,

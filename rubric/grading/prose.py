@@ -211,6 +211,9 @@ def _after_m6_claims(where: str, text: str, breaks: dict) -> list:
             findings.leak_claims(m.group(1).lower(), piece, blocks)
         for f in here:
             f.where = where
+            f.learner = f.learner.replace(f"In your {m.group(1).lower()} write-up",
+                                          f"In your After M6 note to question {where.lstrip('Q')}, about the "
+                                          f"{m.group(1).lower()} break,")
         out += here
     return out
 
