@@ -49,10 +49,14 @@ def test_nothing_leaked_beside_leaked_yes_is_a_contradiction():
 
 
 def test_a_file_line_claim_is_checked_against_that_line(tmp_path):
-    sub = sub_with(tmp_path, "agent_loop.py", '"""doc"""\n\ndef run_agent(max_steps):\n    for _ in range(max_steps):\n        pass\n')
-    right, wrong = prose.file_line_claims("The cap is `max_steps` (agent_loop.py:4) in run_agent.", sub), \
-        prose.file_line_claims("The cap is `max_steps` (agent_loop.py:1).", sub)
-    assert right[0]["ok"] is True and wrong[0]["ok"] is False, (right, wrong)
+    # A line that shares no name with its sentence is "could not check" (None), never false: only code
+    # the sentence names and the function at that line never uses makes a claim false (test_findings.py).
+    source = '"""doc"""\n\n\n\n\n\ndef run_agent(max_steps):\n    for _ in range(max_steps):\n        args = eval(x)\n'
+    sub = sub_with(tmp_path, "agent_loop.py", source)
+    right = prose.file_line_claims("The cap is `max_steps` (agent_loop.py:8) in run_agent.", sub)
+    unsure = prose.file_line_claims("The cap is `max_steps` (agent_loop.py:1).", sub)
+    wrong = prose.file_line_claims("I decode with `json.loads(raw)` (agent_loop.py:9).", sub)
+    assert right[0]["ok"] is True and unsure[0]["ok"] is None and wrong[0]["ok"] is False, (right, unsure, wrong)
 
 
 def test_a_file_line_claim_never_reads_outside_the_submission(tmp_path):

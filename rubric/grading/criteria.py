@@ -26,6 +26,7 @@ class Criterion:
     weight: int
     points: dict                      # level -> points, from the rubric's table
     tests: list = field(default_factory=list)   # "code/tests/test_x.py::test_name" named in its Evidence
+    rows: dict = field(default_factory=dict)    # level -> the rubric's description of that level
 
 
 def load_rubric(path=LAB_ROOT / "rubric" / "rubric.md") -> dict:
@@ -36,7 +37,8 @@ def load_rubric(path=LAB_ROOT / "rubric" / "rubric.md") -> dict:
     for i in range(1, len(parts) - 3, 4):
         number, title, weight, body = int(parts[i]), parts[i + 1].strip(), int(parts[i + 2]), parts[i + 3]
         points = {m.group(1): int(m.group(2)) for m in re.finditer(r"^\| (\w+) \((\d+)\) \|", body, re.M)}
-        out[number] = Criterion(number, title, weight, points, _evidence_tests(body))
+        rows = {m.group(1): m.group(2).strip() for m in re.finditer(r"^\| (\w+) \(\d+\) \| (.*?)\|\s*$", body, re.M)}
+        out[number] = Criterion(number, title, weight, points, _evidence_tests(body), rows)
     for number, (title, weight) in FALLBACK.items():
         out.setdefault(number, Criterion(number, title, weight, {}))
     for c in out.values():
@@ -341,8 +343,48 @@ def _sandbox_pattern(ev) -> list:
     return out
 
 
+def _found(ev, where) -> list:
+    """The grader's findings (grading/findings.py, as dicts) on the parts ``where(f['where'])`` accepts."""
+    return [f for f in ev.get("prose", {}).get("findings", []) if where(str(f.get("where", "")))]
+
+
+def _capping(found) -> list:
+    return [f"[{f['id']}] {f['instructor']}" for f in found if f.get("caps")]
+
+
+def _notes(found) -> list:
+    """Questions for the instructor: what the grader could not prove, with what to decide."""
+    return [f"[{f['id']}] to decide: {f['instructor']}" for f in found if not f.get("caps")]
+
+
+def _in_understanding(where: str) -> bool:
+    return where.startswith("Q") or where == "UNDERSTANDING.md"
+
+
+def _in_failure(where: str) -> bool:
+    return not (_in_understanding(where) or where in ("StarcallOS", "Evaluation", "What the numbers say"))
+
+
+# The question a READ leaves to the instructor, per prose criterion (reasons starting "to decide:"
+# stay out of the learner's feedback).
+ASK = {4: "to decide: are the quoted answers the learner's own words, true of their code (ask one diagnostic "
+          "question of the rubric if unsure)?",
+       5: "to decide: does each break's design decision point at the learner's own line, and is each hypothesis a "
+          "prediction written before the run?",
+       6: "to decide: does the reading say which component separates the runs and why the shop-total-bug bad row "
+          "fails on root, and name the weakest component of the learner's own run?",
+       7: "to decide: is the capability a specific StarcallOS situation, and does the answer say what goes wrong "
+          "without the pattern?"}
+
+
+# An After M6 note that records a prediction meeting the run: the rubric's "a prediction that changed".
+CHANGED = re.compile(r"\b(i (?:predicted|expected|guessed|thought|assumed)|my (?:prediction|guess|hypothesis)|than i "
+                     r"(?:predicted|expected|guessed|thought)|was wrong|were wrong|changed my|correction|instead of)\b|->|→",
+                     re.I)
+
+
 def _understanding(c, ev):
-    u, review = ev["understanding"], ev.get("prose", {})
+    u = ev["understanding"]
     answers = [a for a in u.get("answers", []) if a["key"] != "StarcallOS"]
     done = [a for a in answers if a["answered"]]
     if not u.get("exists") or not done:
@@ -351,94 +393,186 @@ def _understanding(c, ev):
     specific = [a["key"] for a in done if _explained(ev, a["key"])]
     reasons = [f"{len(done)} of 7 questions answered; specific to the question and to the learner's code or runs: "
                f"{', '.join(specific) or 'none'}"]
-    findings = [f for f in review.get("understanding_findings", []) if not f.startswith("QStarcallOS")]
+    found = _found(ev, _in_understanding)
+    findings = _capping(found)
     findings += [f"sentences found verbatim in the lesson in answer {a['key']}" for a in done if a["lifted_from_lesson"]]
     findings += [f"possible factual error in {a['key']}: {e}" for a in done for e in a["factual_errors"]]
+    notes = _notes(found)[:3]
     quotes = [_answer_quote(ev, k) for k in [a["key"] for a in done if a["key"] not in specific][:2] + specific[:2]]
     if findings:
-        return _s("Developing", reasons + findings[:4] + ["findings cap this at Developing"], "C4.findings_cap",
-                  "medium", "READ", quotes)
+        return _s("Developing", reasons + findings[:4] + ["findings cap this at Developing", ASK[4]] + notes,
+                  "C4.findings_cap", "medium", "READ", quotes)
     if len(done) < 7:
-        return _s("Developing", reasons + [f"not answered: {', '.join(a['key'] for a in answers if not a['answered'])}"],
-                  "C4.unanswered")
+        return _s("Developing", reasons + [f"not answered: {', '.join(a['key'] for a in answers if not a['answered'])}"]
+                  + notes, "C4.unanswered", "medium" if notes else "high", "READ" if notes else None, quotes)
     after = [a for a in done if a["after_m6_words"] >= 10]
-    if len(specific) >= 6 and after:
-        return _s("Exemplary", reasons + [f"{len(after)} After M6 part(s) filled"], "C4.specific", "medium", "READ", quotes)
+    changed = [a["key"] for a in after if CHANGED.search(a.get("after_text", ""))]
+    unsure = [f["id"] for f in found if f["kind"] == "line"]
+    if unsure:
+        reasons.append(f"Exemplary waits on {', '.join(unsure)}: a file:line whose function does not use the code the "
+                       "sentence names")
+    if len(specific) >= 6 and len(after) >= 4 and changed and not unsure:
+        return _s("Exemplary", reasons + [f"{len(after)} After M6 part(s) filled; a prediction that changed in "
+                                          f"{', '.join(changed[:3])}", ASK[4]] + notes, "C4.specific", "medium", "READ",
+                  quotes)
     if len(specific) >= 4:
-        return _s("Proficient", reasons + ["Exemplary needs specific answers throughout and After M6 notes"
-                                           + ("" if after else " (none filled)")], "C4.mostly_specific", "medium", "READ", quotes)
-    return _s("Developing", reasons + ["most answers mention nothing specific to their question or to the learner's code"],
-              "C4.generic", "medium", "READ", quotes)
+        return _s("Proficient", reasons + ["Exemplary needs specific answers throughout and After M6 notes on most "
+                                           f"answers recording a prediction that changed ({len(after)} filled, "
+                                           f"{len(changed)} with a changed prediction)", ASK[4]] + notes, "C4.mostly_specific",
+                  "medium", "READ", quotes)
+    return _s("Developing", reasons + ["most answers mention nothing specific to their question or to the learner's code",
+                                       ASK[4]] + notes, "C4.generic", "medium", "READ", quotes)
+
+
+def _own_evidence(b) -> bool:
+    """A break's evidence counts when one of its blocks ran on the learner's code (not `--simulate`)."""
+    if "own_evidence" in b:
+        return bool(b["own_evidence"])
+    return bool(b.get("evidence_block")) and "simulated" not in str(b.get("pasted_ran", "")).lower()
 
 
 def _failure(c, ev):
-    fa, review = ev["failure"], ev.get("prose", {})
+    fa = ev["failure"]
     breaks = fa.get("breaks", {})
     if not fa.get("exists"):
         return _s("Missing", ["no FAILURE_ANALYSIS.md"], "C5.absent")
     touched = [s for s, b in breaks.items() if b["filled"]]
     if not touched and not fa.get("my_case", {}).get("words"):
         return _s("Missing", ["the template is untouched"], "C5.template")
-    core = [s for s in ("runaway", "escape", "amnesia") if breaks.get(s) and all(
+    own = [s for s, b in breaks.items() if _own_evidence(b)]
+    simulated = [s for s, b in breaks.items() if b.get("evidence_block") and s not in own]
+    core = [s for s in ("runaway", "escape", "amnesia") if s in own and all(
         p in breaks[s]["filled"] for p in ("Hypothesis", "Evidence", "Design decision that prevents it"))]
-    complete = [s for s, b in breaks.items() if b["complete"]]
-    specific = [s for s, r in review.get("breaks", {}).items() if r.get("specific") and s in complete]
-    mismatched = [s for s, b in breaks.items() if any(not row[3] for row in b.get("comparison", []))]
-    findings = review.get("failure_findings", []) + review.get("my_case_findings", [])
-    findings += [f"pasted evidence does not match a fresh run for: {s}" for s in mismatched]
-    reasons = [f"breaks complete (all five parts): {', '.join(complete) or 'none'}; specific to the break and the "
-               f"learner's code: {', '.join(specific) or 'none'}"]
-    quotes = [f[:300] for f in findings[:3]] or [f"{s} hypothesis: {breaks[s]['excerpts'].get('Hypothesis', '')}" for s in complete[:2]]
+    complete = [s for s, b in breaks.items() if b["complete"] and s in own]
+    specific = [s for s, r in ev.get("prose", {}).get("breaks", {}).items() if r.get("specific") and s in complete]
+    # How the run ended, or whether it leaked, differing from the rerun: the block is not that break's.
+    # Counts alone differ honestly (the harness of the commit the learner cloned had other probes): a question.
+    outcome = [s for s, b in breaks.items() if any(not row[3] and row[0] in ("ended", "leaked")
+                                                   for row in b.get("comparison", []))]
+    counts = [s for s, b in breaks.items() if s not in outcome and any(not row[3] for row in b.get("comparison", []))]
+    found = _found(ev, _in_failure)
+    findings = _capping(found) + [f"pasted evidence does not match a fresh run for: {s} (how it ended or whether it "
+                                  "leaked)" for s in outcome]
+    lifted = [f for f in found if f["kind"] == "lifted"]
+    notes = _notes([f for f in found if f["kind"] not in ("lifted", "simulated")])[:3] + \
+        [f"to decide: the counts of the pasted {s} block differ from a fresh rerun of the break (this lab's harness): "
+         "another harness version, or an edited block?" for s in counts]
+    reasons = [f"breaks complete (all five parts, evidence from the learner's own code): {', '.join(complete) or 'none'}; "
+               f"specific to the break and the learner's code: {', '.join(specific) or 'none'}"]
+    if simulated:
+        reasons.append(f"evidence only from `--simulate` (the break on the reference, not the learner's code): "
+                       f"{', '.join(simulated)}")
+    quotes = [f"{f['where']}: {f['quote'][:300]}" for f in found if f.get("caps")][:3] or \
+        [f"{s} hypothesis: {breaks[s]['excerpts'].get('Hypothesis', '')}" for s in complete[:2]]
     if findings:
-        return _s("Developing", reasons + findings[:5] + ["contradicts its own evidence or repeats itself: at most Developing"],
-                  "C5.contradicts_evidence", "high" if any("says" in f for f in findings) else "medium", "READ", quotes)
+        return _s("Developing", reasons + findings[:5] + ["contradicts its own evidence or repeats itself: at most Developing"]
+                  + notes, "C5.contradicts_evidence", "high", "READ" if notes else None, quotes)
+    if not own and simulated:
+        return _s("Developing", reasons + ["no evidence block from the learner's own code: `--simulate` blocks show the "
+                                           "break on the reference, so at most Developing"] + notes,
+                  "C5.simulated_only", "high", None if not notes else "READ", quotes)
     my_case = fa.get("my_case", {})
-    if len(specific) == 5 and my_case.get("words", 0) >= 20:
-        return _s("Exemplary", reasons + ["every scenario complete and specific; 'My case' recorded"], "C5.specific",
-                  "medium", "READ", quotes)
+    # A decision pointed at a line whose function never uses the code it names: not Exemplary until read.
+    unsure = [f for f in found if f["kind"] == "line"]
+    if unsure:
+        reasons.append(f"Exemplary waits on {', '.join(f['id'] for f in unsure)}: a file:line whose function does not "
+                       "use the code the sentence names")
+    if len(specific) == 5 and my_case.get("words", 0) >= 20 and not lifted and not unsure:
+        return _s("Exemplary", reasons + ["every scenario complete and specific; 'My case' recorded", ASK[5]] + notes,
+                  "C5.specific", "medium", "READ", quotes)
+    if lifted:
+        reasons += [f"[{f['id']}] {f['instructor']}" for f in lifted[:2]] + \
+            ["sentences of the lesson or the template, word for word: not Exemplary"]
     if len(core) == 3 and len(specific) >= 3:
         return _s("Proficient", reasons + ["runaway, escape and amnesia each have hypothesis, evidence block and design "
-                                           "decision"], "C5.core_breaks", "medium", "READ", quotes)
-    return _s("Developing", reasons + [f"core breaks with hypothesis + evidence + decision: {', '.join(core) or 'none'}"],
-              "C5.incomplete", "medium", "READ", quotes)
+                                           "decision", ASK[5]] + notes, "C5.core_breaks", "medium", "READ", quotes)
+    return _s("Developing", reasons + [f"core breaks with hypothesis + own evidence + decision: {', '.join(core) or 'none'}",
+                                       ASK[5]] + notes, "C5.incomplete", "medium", "READ", quotes)
+
+
+WEAKEST = re.compile(r"\b(weakest|worst|lowest|weak spot|weak point)\b", re.I)
 
 
 def _evaluation(c, ev):
-    e, review = ev["failure"].get("evaluation", {}), ev.get("prose", {})
+    e = ev["failure"].get("evaluation", {})
+    review = ev.get("prose", {})
     if not e or (e.get("table_rows", 0) == 0 and e.get("table_words", 0) < 10):
         return _s("Missing", ["no evaluation table pasted in FAILURE_ANALYSIS.md"], "C6.no_table")
     reasons = [f"table pasted ({e['table_rows']} rows; {e['rows_matching_fresh_run']} identical to a fresh offline run)"]
     quote = [f"What the numbers say: {e.get('interpretation', '')[:300]}"]
-    findings = review.get("evaluation_findings", [])
+    found = _found(ev, lambda w: w in ("Evaluation", "What the numbers say"))
+    findings = _capping(found)
+    lifted = [f for f in found if f["kind"] == "lifted"]
     if findings:
         return _s("Developing", reasons + findings[:3] + ["the reading contradicts its own table: at most Developing"],
-                  "C6.reading_contradicts_table", "high", "READ", findings[:2])
+                  "C6.reading_contradicts_table", "high", None, [f["quote"] for f in found if f.get("caps")][:2])
     cited = review.get("evaluation_specific", [])
     if not e.get("interpretation_text"):
         return _s("Developing", reasons + ["no interpretation under 'What the numbers say'"], "C6.no_reading")
     reasons.append(f"the reading names from its table: {', '.join(cited) or 'nothing'}")
-    if len(cited) >= 4:
+    critical = WEAKEST.search(e.get("interpretation_text", ""))
+    if not critical and len(cited) >= 4:
+        reasons.append("Exemplary also needs the reading to name the weakest component (and a change to improve it)")
+    if len(cited) >= 4 and not lifted and critical:
         return _s("Exemplary", reasons + ["reads the table component by component: confirm the weakest component and "
-                                          "the proposed change"], "C6.reads_table", "medium", "READ", quote)
+                                          "the proposed change", ASK[6]], "C6.reads_table", "medium", "READ", quote)
     if len(cited) >= 2:
-        return _s("Proficient", reasons, "C6.short_reading", "medium", "READ", quote)
-    return _s("Developing", reasons + ["the reading names nothing from its table (impressions)"], "C6.impressions",
+        return _s("Proficient", reasons + [f"[{f['id']}] {f['instructor']}" for f in lifted[:1]] + [ASK[6]], "C6.short_reading",
+                  "medium", "READ", quote)
+    return _s("Developing", reasons + ["the reading names nothing from its table (impressions)", ASK[6]], "C6.impressions",
               "medium", "READ", quote)
+
+
+# The lab's patterns, as the template's note and the lesson's Section 10 name them; a learner who
+# names one (or a name from their own code) has a pattern, the template's own words included.
+PATTERNS = {
+    "a root bound by the application": r"\broot\b[^.]{0,60}\b(application|app\b|user|granted|chosen|fixed|never from the model)"
+                                       r"|\bscope the user granted|safe_resolve|repo_root|\bcontainment\b|\ballow-?list",
+    "refusals as observations": r"\brefusals?\b[^.]{0,40}\bobservations?|\berror[^.]{0,30}\b(observation|back to the model)"
+                                r"|\bError: ",
+    "a step budget with a stop reason": r"\b(step|call|action|api)s?[ -]budget|\bbudget on (steps|calls|actions)|max_steps"
+                                        r"|MAX_STEPS_REACHED|\bstop reason|\bcap on (the )?(steps|calls|actions)|\blimit on "
+                                        r"(steps|calls|actions|what)|\bfixed number of (api )?(calls|steps|actions)",
+    "checked citations": r"\bcitations?\b[^.]{0,40}\b(check|ground|verif)|\bgrounded\b|show me where you read",
+    "specific tool descriptions": r"\btool descriptions?\b|TOOL_SCHEMAS",
+    "arguments parsed and validated": r"json\.loads|\barguments?\b[^.]{0,30}\b(pars|validat|decod)",
+}
+CAPABILITY = re.compile(r"\b(assistant|agent|capability|feature|action|app)\b\s+(?:that|which|who|to)\s+(?!act\b|acts\b|"
+                        r"acting\b|remain|is\b|are\b|can\b|could\b|should\b|would\b|will\b|be\b|has\b|have\b)\w+"
+                        r"|\b(assistant|agent|capability|feature)\s+(?!acting\b)\w+ing\b"
+                        r"|\b[\w-]+-(?:ing|ed)\s+(assistant|agent|capability|feature)\b"
+                        r"|\"[^\"]{4,60}\"\s+(capability|action|feature|assistant|request)", re.I)
+CONSEQUENCE = re.compile(r"\b(without|otherwise|or else|if (?:it|the|a|one)\b[^.]{0,40}\b(?:not|no|raises|fails|crash\w*)"
+                         r"|cannot|can't|could|would|might)\b", re.I)
 
 
 def _starcall(c, ev):
     a = next((a for a in ev["understanding"].get("answers", []) if a["key"] == "StarcallOS"), None)
     if a is None or not a["answered"]:
         return _s("Missing", ["no StarcallOS reflection beyond the template"], "C7.absent")
-    r = _answer_review(ev, "StarcallOS")
+    text = f"{a['text']} {a.get('after_text', '')}"
     quote = [f"StarcallOS: {a['excerpt'][:300]}"]
-    named = r.get("specific", [])
-    repeated = [f for f in ev.get("prose", {}).get("understanding_findings", []) if "StarcallOS" in f]
-    reasons = [f"names from the lab or the learner's code: {', '.join(named) or 'none'}"]
-    if not named or repeated:
-        return _s("Developing", reasons + repeated[:1] + ["generic: no concrete pattern from the lab"], "C7.generic",
-                  "medium", "READ", quote)
-    if r.get("engages") and len(named) >= 2 and len(re.split(r"(?<=[.!?])\s+", a["text"])) >= 3:
-        return _s("Exemplary", reasons + ["a named pattern, a place in StarcallOS and what happens without it: confirm"],
-                  "C7.specific", "medium", "READ", quote)
-    return _s("Proficient", reasons + ["a pattern, applied in general terms"], "C7.pattern", "medium", "READ", quote)
+    own_names = [n for n in _answer_review(ev, "StarcallOS").get("specific", []) if not re.fullmatch(r"[\d,./]+", n)]
+    patterns = [p for p, rx in PATTERNS.items() if re.search(rx, text, re.I)]
+    capability = CAPABILITY.search(text)
+    consequence = CONSEQUENCE.search(text)
+    found = _found(ev, lambda w: w == "StarcallOS")
+    repeated = _capping(found) + [f"[{f['id']}] {f['instructor']}" for f in found if f["kind"] == "lifted"]
+    if a.get("lifted_from_lesson"):
+        repeated.append("sentences found verbatim in the lesson: " + a["lifted_from_lesson"][0][:160])
+    reasons = [f"patterns of the lab named: {', '.join(patterns) or 'none'}; names from the learner's code: "
+               f"{', '.join(own_names) or 'none'}",
+               f"a StarcallOS capability it applies to: {capability.group(0) if capability else 'none named'}; "
+               f"what goes wrong without it: {'said' if consequence else 'not said'}"]
+    if not (patterns or own_names) or repeated and not capability:
+        return _s("Developing", reasons + repeated[:2] + ["generic: no concrete pattern from the lab applied to a "
+                                                           "capability", ASK[7]], "C7.generic", "medium", "READ", quote)
+    if not capability and len(patterns) >= 3:
+        return _s("Developing", reasons + ["lists the lab's patterns without applying one to a StarcallOS capability",
+                                           ASK[7]], "C7.list_of_patterns", "medium", "READ", quote)
+    if capability and consequence and not repeated:
+        return _s("Exemplary", reasons + ["a named pattern, a StarcallOS capability and what goes wrong without it: "
+                                          "confirm the capability is specific", ASK[7]], "C7.specific", "medium", "READ",
+                  quote)
+    return _s("Proficient", reasons + repeated[:2] + ["a pattern, applied in general terms", ASK[7]], "C7.pattern", "medium",
+              "READ", quote)

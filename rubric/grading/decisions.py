@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import csv
 import json
+import re
 from pathlib import Path
 
 from grading import criteria, feedback
@@ -23,11 +24,12 @@ from grading.safe_text import csv_cell, csv_uncell, file_stem, terminal
 
 HOLD = "HOLD"
 NOTE = "note_to_learner"
+DROP = "drop_findings"     # finding ids (F1 F3) the instructor strikes out: they leave the feedback
 
 
 def csv_header() -> list:
     per = [f"c{n}_{what}" for n in SHORT for what in ("level", "points", "mark", "confidence", "why")]
-    return ["learner", "suggested_total", "max_total", "flags"] + per + [NOTE, "report"]
+    return ["learner", "suggested_total", "max_total", "flags"] + per + [NOTE, DROP, "findings", "report"]
 
 
 def csv_row(r: dict) -> list:
@@ -38,7 +40,9 @@ def csv_row(r: dict) -> list:
         held = mark(c) == HOLD
         row += [HOLD if held else c["level"], "" if held else c["points"], mark(c), confidence(c),
                 " | ".join(f"[{rule}] {' '.join(text.split())}" for rule, text in rule_reasons(c))]  # one line a row
-    return row + ["", r.get("report_path", "")]
+    shown = [f"{f.get('id')}: {' '.join(str(f.get('instructor', '')).split())[:200]}" for f in r.get("findings") or []
+             if isinstance(f, dict) and f.get("caps")]
+    return row + ["", "", " | ".join(shown), r.get("report_path", "")]
 
 
 def write_csv(results: list, path: Path) -> None:
@@ -101,6 +105,31 @@ def read_decisions(edited: Path, reports: dict, rubric: dict) -> tuple:
     return decisions, errors
 
 
+def read_dropped(edited: Path, reports: dict) -> tuple:
+    """(learner -> {finding ids}, errors) from the drop_findings column: ids separated by spaces or
+    commas, each one the learner's report lists (a CSV without the column drops nothing)."""
+    dropped, errors = {}, []
+    try:
+        with open(edited, newline="", encoding="utf-8-sig") as fh:
+            rows = list(csv.DictReader(fh))
+    except (OSError, UnicodeDecodeError, csv.Error):
+        return {}, []   # read_decisions reports an unreadable file
+    known = {terminal(name): name for name in reports}
+    for line, row in enumerate(rows, 2):
+        cell = csv_uncell(row.get("learner") or "")
+        learner = known.get(cell, cell)
+        ids = {x.upper() for x in re.split(r"[\s,;]+", csv_uncell(row.get(DROP) or "")) if x}
+        if learner not in reports or not ids:
+            continue
+        listed = {str(f.get("id", "")).upper() for f in reports[learner].get("findings") or [] if isinstance(f, dict)}
+        unknown = sorted(ids - listed)
+        if unknown:
+            errors.append(f"{edited}:{line}: {cell!r}: {DROP} names {', '.join(unknown)}, not a finding of this learner's "
+                          f"report ({', '.join(sorted(listed)) or 'none'})")
+        dropped[learner] = ids & listed
+    return dropped, errors
+
+
 def final_header() -> list:
     return (["learner", "total", "max_total"] + [f"c{n}_{SHORT[n]}" for n in SHORT] + [f"c{n}_level" for n in SHORT]
             + ["changed_from_suggestion", NOTE])
@@ -113,6 +142,8 @@ def finalize(edited: Path, reports_dir: Path, final_csv: Path, feedback_dir: Pat
         return [f"{reports_dir}: no JSON reports (grade.py --out writes them; pass the same --out here)"]
     rubric = criteria.load_rubric()
     decisions, errors = read_decisions(edited, reports, rubric)
+    dropped, drop_errors = read_dropped(edited, reports)
+    errors += drop_errors
     if errors:
         return errors
     feedback_dir.mkdir(parents=True, exist_ok=True)
@@ -126,5 +157,6 @@ def finalize(edited: Path, reports_dir: Path, final_csv: Path, feedback_dir: Pat
             row = ([learner, sum(p for _, p in chosen.values()), r["max_total"]] + [chosen[n][1] for n in SHORT]
                    + [chosen[n][0] for n in SHORT] + ["; ".join(changed), note])
             writer.writerow([csv_cell(v) for v in row])
-            (feedback_dir / f"{file_stem(learner)}.md").write_text(feedback.render(r, chosen, note), encoding="utf-8")
+            (feedback_dir / f"{file_stem(learner)}.md").write_text(feedback.render(r, chosen, note, dropped.get(learner, ())),
+                                                                        encoding="utf-8")
     return []

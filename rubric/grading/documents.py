@@ -12,7 +12,7 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from grading import history
+from grading import findings, history
 from grading.workspace import LAB_ROOT
 
 FACTUAL_ERRORS = (
@@ -54,7 +54,7 @@ def sections(text: str, level: int) -> list:
     """[(title, [lines])] for headings of exactly ``level`` #'s (fenced code is not a heading)."""
     out, fenced = [], False
     for line in text.splitlines():
-        if line.lstrip().startswith("```"):
+        if re.match(r"[ \t]{0,3}(```|~~~)", line):
             fenced = not fenced
         m = None if fenced else re.match(r"^(#{1,6})\s+(.*)", line)
         if m and len(m.group(1)) == level:
@@ -139,18 +139,33 @@ def understanding(path: Path) -> dict:
 
 # --------------------------------------------------------------------------- evidence blocks
 
-def parse_blocks(text: str) -> dict:
-    """scenario name -> {field: value} for every ```text block that has a `scenario :` line."""
-    out = {}
-    for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
+def all_blocks(text: str) -> list:
+    """(scenario name, {field: value}) for every fenced block (``` or ~~~, any length, any label)
+    with a `scenario :` line, in order."""
+    out = []
+    for _, block in findings.fenced(text):
         fields = {}
         for line in block.splitlines():
             key, sep, value = line.partition(":")
             if sep and key.strip():
-                fields.setdefault(key.strip(), value.strip())
-        name = fields.get("scenario", "").split(":", 1)[0].strip()
+                fields.setdefault(key.strip().lower(), value.strip())
+        name = fields.get("scenario", "").split(":", 1)[0].strip().lower()
         if name:
-            out.setdefault(name, fields)
+            out.append((name, fields))
+    return out
+
+
+def own_run(block: dict) -> bool:
+    return "simulated" not in str(block.get("ran", "")).lower()
+
+
+def parse_blocks(text: str) -> dict:
+    """scenario name -> {field: value}: the first block of each scenario run on the learner's own code,
+    else its first block (a `--simulate` one)."""
+    out = {}
+    for name, fields in all_blocks(text):
+        if name not in out or own_run(fields) and not own_run(out[name]):
+            out[name] = fields
     return out
 
 
@@ -160,13 +175,14 @@ def _number(value: str):
 
 
 def compare_block(pasted: dict, fresh: dict) -> list:
-    """(field, pasted, fresh, agrees) for the fields the rubric compares."""
+    """(field, pasted, fresh, agrees) for the fields the rubric compares that both blocks hold (a
+    field the learner left out, or the rerun did not print, proves nothing)."""
     rows = []
-    for key in ("steps", "tool calls"):
+    for key in [k for k in ("steps", "tool calls") if pasted.get(k, "").strip() and fresh.get(k, "").strip()]:
         a, b = _number(pasted.get(key, "")), _number(fresh.get(key, ""))
         ok = a is not None and b is not None and abs(a - b) <= max(2, STEP_TOLERANCE * b)
         rows.append((key, pasted.get(key, "(absent)"), fresh.get(key, "?"), ok))
-    for key in ("ended", "leaked"):
+    for key in [k for k in ("ended", "leaked") if pasted.get(k, "").strip() and fresh.get(k, "").strip()]:
         a = pasted.get(key, "").split(":", 1)[0].strip().lower()
         b = fresh.get(key, "").split(":", 1)[0].strip().lower()
         rows.append((key, pasted.get(key, "(absent)")[:80], fresh.get(key, "?")[:80], bool(a) and a == b))
@@ -187,12 +203,20 @@ def failure_analysis(path: Path, fresh_blocks: dict, fresh_eval: str) -> dict:
         if scenario:
             blocks = parse_blocks(raw_subs.get("Evidence", ""))
             pasted = blocks.get(scenario)
+            mine = [b for n, b in all_blocks(raw_subs.get("Evidence", "")) if n == scenario]
+            flagged = findings.FLAGS.search(" ".join(own_lines((raw_subs.get("Evidence", "") + "\n"
+                                                                 + raw_subs.get("Command", "")).splitlines(), template)))
             entry = {"parts": {p: words(subs.get(p, [])) for p in PARTS}, "evidence_block": pasted is not None,
                      "excerpts": {p: excerpt(subs.get(p, []), 200) for p in ("Hypothesis", "Design decision that prevents it")},
-                     "prose": {p: prose(raw_subs.get(p, ""), template) for p in PARTS}, "pasted": pasted or {}}
-            if pasted is not None and scenario in fresh_blocks:
-                entry["comparison"] = compare_block(pasted, fresh_blocks[scenario])
+                     "prose": {p: prose(raw_subs.get(p, ""), template) for p in PARTS}, "pasted": pasted or {},
+                     "blocks": mine[:4], "own_evidence": any(own_run(b) for b in mine),
+                     "evidence_raw": raw_subs.get("Evidence", "")[:20000],
+                     "flags": flagged.group(0) if flagged else ""}
+            if pasted is not None:
                 entry["pasted_ran"] = pasted.get("ran", "")
+            # A run the learner says they made with their own flags is not a default rerun's twin.
+            if pasted is not None and scenario in fresh_blocks and not flagged:
+                entry["comparison"] = compare_block(pasted, fresh_blocks[scenario])
             filled = [p for p in PARTS if entry["parts"][p] or (p == "Evidence" and entry["evidence_block"])]
             entry["filled"] = filled
             entry["complete"] = len(filled) == len(PARTS)
@@ -219,7 +243,7 @@ def failure_analysis(path: Path, fresh_blocks: dict, fresh_eval: str) -> dict:
 
 def prose(text: str, template: set) -> str:
     """The learner's own sentences in a section: fenced blocks (pasted output, commands) left out."""
-    return " ".join(norm(x) for x in own_lines(re.sub(r"```.*?(```|$)", "", text, flags=re.S).splitlines(), template))
+    return " ".join(norm(x) for x in own_lines(re.sub(r"(`{3,}|~{3,}).*?(\1|$)", "", text, flags=re.S).splitlines(), template))
 
 
 def _part(title: str) -> str:

@@ -168,6 +168,7 @@ def assemble(submission: Path, ev: dict, stretch: bool, notes) -> dict:
         "loop_observed": ev["battery"].loop_summary(),
         "understanding": ev["understanding"], "failure_analysis": ev["failure"],
         "saved_runs": ev["saved_runs"],
+        "findings": ev.get("prose", {}).get("findings", []),   # F1, F2...: the CSV's drop_findings names them
         "note": "Suggested levels only: the instructor decides.",
     }
 

@@ -169,4 +169,8 @@ def _facts(r: dict, number: int) -> list:
     elif number == 5:
         out += [f"- {md(b)} {md(field)}: pasted {md_code(pasted, 80)}, fresh run {md_code(fresh, 80)}"
                 for b, field, pasted, fresh in differing_evidence(r)[:3]]
+    # Findings on the write-up, each with the id the CSV's drop_findings column takes.
+    out += [f"- {md(f.get('id', ''))} ({'finding' if f.get('caps') else 'question for you'}, {md(f.get('where', ''))}): "
+            f"{md(str(f.get('instructor', ''))[:300])}" for f in r.get("findings") or []
+            if isinstance(f, dict) and f.get("criterion") == number][:8]
     return out
