@@ -247,17 +247,27 @@ def _cost_of(response) -> float | None:
         return None
 
 
-def counting(complete, usage: Usage):
+def counting(complete, usage: Usage, watch=None):
     """Wrap ``complete`` so that every model call counts as a step, and every reply is bounded.
 
     bounded_reply runs before the loop sees the reply: unique string ids, plain tool names, no
     lone surrogates, at most MAX_CALLS_PER_TURN calls run per turn (the others answered with an error).
+    ``watch`` (a live.LiveView, or None) is told of each call as it starts, ends or fails: the run
+    you can watch on a terminal, seen from here so that your run_agent needs nothing for it.
     """
 
     def counted(messages, tool_schemas, **options):
         usage.steps += 1
-        # options: tool_choice, for --structured
-        return bounded_reply(complete(messages, tool_schemas, **options))
+        if watch is None:  # options: tool_choice, for --structured
+            return bounded_reply(complete(messages, tool_schemas, **options))
+        watch.calling(usage.steps, messages)
+        try:
+            reply = bounded_reply(complete(messages, tool_schemas, **options))
+        except BaseException as exc:
+            watch.failed(usage.steps, exc)
+            raise
+        watch.replied(usage.steps, reply, usage.finish_reason)
+        return reply
 
     return counted
 

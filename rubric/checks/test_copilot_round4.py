@@ -1,0 +1,173 @@
+"""Course checks (maintainers): the copilot, round four (issue #28).
+
+A run you can watch (live.py), numbers from model and server text bounded before conversion,
+LiteLLM's own log lines kept off the terminal, text-call recovery only of a reply that is calls,
+"local" decided by addresses, an index budget spent on text, evaluate.py's ceiling from the
+model's budget. Servers are loopback fakes; the checks that start the copilot in a child process
+(it imports LiteLLM) take a few seconds each.
+"""
+
+from __future__ import annotations
+
+import io
+import json
+import os
+import subprocess
+import sys
+import threading
+import time
+from types import SimpleNamespace as NS
+
+import pytest
+
+from harness.fake_server import FakeServer, text_reply, tool_reply
+from harness.offline import offline_env
+from harness.paths import CODE_DIR, FIXTURE_REPO
+
+import live
+import llm
+
+pytestmark = pytest.mark.skipif(
+    os.environ.get("LESSON06_IMPL") != "reference", reason="course checks run with --reference"
+)
+
+QUESTION = "why does order_total fail?"
+ESC, BEL = "\x1b", "\x07"
+
+
+def _env(tmp_path, server, **extra):
+    return offline_env(tmp_path / "cache", COPILOT_MODEL="openai/fake", COPILOT_API_BASE=server.base_url,
+                       COPILOT_API_KEY="x", LITELLM_OFFLINE_MODE="true", **extra)
+
+
+def _copilot(*args):
+    return [sys.executable, str(CODE_DIR / "copilot.py"), "--reference", "--repo", str(FIXTURE_REPO), *args]
+
+
+# --------------------------------------------------------------------------- 1. a run you can watch
+
+@pytest.mark.skipif(sys.platform == "win32", reason="pseudo-terminals (the pty module) are POSIX only")
+def test_under_a_terminal_the_first_step_shows_while_the_model_still_thinks_about_the_second(tmp_path):
+    import pty
+    import select
+
+    second_asked, release = threading.Event(), threading.Event()
+
+    def replies(body, n):
+        if n == 0:
+            return tool_reply(("read_file", {"path": "shop/service.py"}), content="I read the service \x1b]0;x\x07")
+        if n == 1:
+            second_asked.set()
+            release.wait(60)  # the model "thinks" until the test has seen the first step on the screen
+        return text_reply("It uses item.cost; Item has price: shop/service.py:1")
+
+    with FakeServer(replies) as server:
+        master, slave = pty.openpty()
+        proc = subprocess.Popen(_copilot(QUESTION), stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                stderr=slave, env=_env(tmp_path, server), cwd=CODE_DIR)
+        os.close(slave)
+        screen = b""
+        try:
+            deadline = time.monotonic() + 90
+            while time.monotonic() < deadline and not (second_asked.is_set() and b"<- read_file" in screen
+                                                       and b"[2] asking" in screen):
+                ready, _, _ = select.select([master], [], [], 0.5)
+                if ready:
+                    try:
+                        screen += os.read(master, 65536)
+                    except OSError:
+                        break
+            seen_while_waiting = screen
+        finally:
+            release.set()
+            out, _ = proc.communicate(timeout=90)
+            try:
+                while True:
+                    ready, _, _ = select.select([master], [], [], 0.2)
+                    if not ready:
+                        break
+                    chunk = os.read(master, 65536)
+                    if not chunk:
+                        break
+                    screen += chunk
+            except OSError:
+                pass
+            os.close(master)
+    text = seen_while_waiting.decode("utf-8", "replace")
+    assert second_asked.is_set() and proc.returncode == 0, (text, out)
+    assert "[1] reply after" in text and "-> read_file path='shop/service.py'" in text, text
+    assert "<- read_file:" in text and "[2] asking openai/fake ..." in text, text  # the elapsed time ticks in place
+    assert "\\x1b]0;x\\x07" in text and "\x1b]" not in text and BEL not in text  # the model's text is escaped
+    assert "[stop] answered after 2 model calls" in screen.decode("utf-8", "replace")
+    assert b"[1]" not in out and out.startswith(b"It uses item.cost")  # stdout has the answer only
+
+
+def test_without_a_terminal_nothing_shows_unless_asked_and_json_stays_clean(tmp_path):
+    script = [tool_reply(("read_file", {"path": "shop/service.py"})), text_reply("Item has price: shop/models.py:10")]
+    with FakeServer(script * 3) as server:
+        env = _env(tmp_path, server)
+        quiet = subprocess.run(_copilot(QUESTION), env=env, cwd=CODE_DIR, capture_output=True, text=True, timeout=120)
+        asked = subprocess.run(_copilot("--progress", "--json", QUESTION), env=env, cwd=CODE_DIR,
+                               capture_output=True, text=True, timeout=120)
+        off = subprocess.run(_copilot("--no-progress", QUESTION), env=env, cwd=CODE_DIR,
+                             capture_output=True, text=True, timeout=120)
+    assert quiet.returncode == 0 and "[1]" not in quiet.stderr and "asking" not in quiet.stderr, quiet.stderr
+    assert off.returncode == 0 and "[1]" not in off.stderr, off.stderr
+    assert asked.returncode == 0, asked.stderr
+    lines = asked.stderr.splitlines()
+    assert lines[:1] == ["[1] asking openai/fake ..."] and "\r" not in asked.stderr and ESC not in asked.stderr, lines
+    assert "  -> read_file path='shop/service.py'" in lines and "[stop] answered after 2 model calls" in lines[-1]
+    assert json.loads(asked.stdout)["termination"] == "answered"  # stdout: one JSON document, nothing else
+
+
+def test_the_live_view_escapes_what_the_model_and_the_tools_wrote_and_names_refusals():
+    out = io.StringIO()
+    view = live.LiveView(out, ticking=False, model="openai/m\x1b[2J")
+    view.calling(1, [{"role": "user", "content": "q"}])
+    reply = NS(content="Thought \x1b[31m\x07", tool_calls=[
+        NS(id="a", function=NS(name="read_file", arguments=json.dumps({"path": "x\x1b]52;c;AA\x07.py"}))),
+        NS(id="text_call_0", function=NS(name="search_code", arguments='{"query": "q"}'))])
+    view.replied(1, reply, "content_filter\x1b[0m")
+    messages = [{"role": "user", "content": "q"}, {"role": "assistant", "content": None},
+                {"role": "tool", "tool_call_id": "a", "content": "Error: path 'x\x1b.py' is outside"},
+                {"role": "tool", "tool_call_id": "text_call_0", "content": "a\nb\x07\nc"}]
+    view.calling(2, messages)
+    view.failed(2, TimeoutError("x"))
+    view.finished("max_steps", 2, messages)
+    text = out.getvalue()
+    assert ESC not in text and BEL not in text and "\r" not in text, text
+    assert "\\x1b]52;c;AA\\x07" in text and "(written as text, recovered)" in text
+    assert "<- read_file refused: path 'x\\x1b.py' is outside" in text
+    assert "<- search_code: 3 lines, 6 characters" in text and "finish reason: content_filter\\x1b[0m" in text
+    assert "[2] failed after" in text and text.rstrip().splitlines()[-1].startswith("[stop] max_steps after 2 model calls")
+
+
+def test_the_live_view_hangs_off_the_model_wrapper_only():
+    """llm.counting tells the view; without one, the wrapper is what it was."""
+    calls = []
+
+    class Watch:
+        def calling(self, step, messages): calls.append(("calling", step))
+        def replied(self, step, reply, finish): calls.append(("replied", step, reply.content))
+        def failed(self, step, exc): calls.append(("failed", step, type(exc).__name__))
+
+    usage = llm.Usage()
+    replies = iter([NS(content="hi", tool_calls=None)])
+
+    def complete(messages, tool_schemas, **options):
+        try:
+            return next(replies)
+        except StopIteration:
+            raise TimeoutError("slow") from None
+
+    counted = llm.counting(complete, usage, Watch())
+    assert counted([], []).content == "hi"
+    with pytest.raises(TimeoutError):
+        counted([], [])
+    assert calls == [("calling", 1), ("replied", 1, "hi"), ("calling", 2), ("failed", 2, "TimeoutError")]
+
+
+def test_progress_is_on_for_a_terminal_and_the_flags_win():
+    tty, pipe = NS(isatty=lambda: True), io.StringIO()
+    assert live.wanted(None, tty) and not live.wanted(None, pipe)
+    assert live.wanted(True, pipe) and not live.wanted(False, tty)
