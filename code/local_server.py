@@ -28,6 +28,7 @@ LOCAL_TIMEOUT_FACTOR = 10     # a local server's model call may take 10 x llm.RE
 PROPS_TIMEOUT = 3.0           # asking the server for its context window: it answers at once or not at all
 ANSWER_ROOM = 1_024           # tokens of the window left for the model's reply
 RENDERED_SIZE = 1.25          # snippets as shown (line numbers, headers) against their text alone
+MAX_WINDOW = 100_000_000      # tokens; a server claiming more is not believed (the window is then unknown)
 CHARS_PER_TOKEN = 3           # code and English, counted low: an overestimate of tokens is the safe side
 
 
@@ -77,7 +78,8 @@ def context_window(settings, opener=urllib.request.urlopen) -> int | None:
         n_ctx = props["default_generation_settings"]["n_ctx"]
     except Exception:  # not llama-server, not running, not JSON: the window is unknown, nothing changes
         return None
-    return n_ctx if isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and n_ctx > 0 else None
+    believable = isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and 0 < n_ctx <= MAX_WINDOW
+    return n_ctx if believable else None  # a 4,000-digit "window" would overflow the arithmetic below
 
 
 def context_budget(settings, fixed_chars: int, budget: int, window=None) -> tuple[int, str | None]:

@@ -115,6 +115,11 @@ def files_read(messages) -> list[str]:
     return sorted(paths)
 
 
+def _line(digits: str) -> int:
+    """A line number from a question file; past 9 digits it is past any file (int() refuses 4,301)."""
+    return int(digits) if len(digits) <= 9 else 10**9
+
+
 def matches_expected(spec: str, citations) -> bool:
     """Whether a real citation covers the expected one ("path", "path:line" or "path:a-b")."""
     path, _, lines = spec.partition(":")
@@ -122,7 +127,7 @@ def matches_expected(spec: str, citations) -> bool:
     for c in citations:
         if c.path != path or not (c.exists and c.in_range):
             continue
-        if not lines or (c.line <= int(hi or lo) and int(lo) <= c.end_line):
+        if not lines or (c.line <= _line(hi or lo) and _line(lo) <= c.end_line):
             return True
     return False
 

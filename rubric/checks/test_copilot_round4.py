@@ -9,6 +9,7 @@ model's budget. Servers are loopback fakes; the checks that start the copilot in
 
 from __future__ import annotations
 
+import importlib
 import io
 import json
 import os
@@ -20,7 +21,7 @@ from types import SimpleNamespace as NS
 
 import pytest
 
-from harness.fake_server import FakeServer, text_reply, tool_reply
+from harness.fake_server import FakeServer, ended_reply, text_reply, tool_reply
 from harness.offline import offline_env
 from harness.paths import CODE_DIR, FIXTURE_REPO
 
@@ -171,3 +172,47 @@ def test_progress_is_on_for_a_terminal_and_the_flags_win():
     tty, pipe = NS(isatty=lambda: True), io.StringIO()
     assert live.wanted(None, tty) and not live.wanted(None, pipe)
     assert live.wanted(True, pipe) and not live.wanted(False, tty)
+
+
+# --------------------------------------------------------------------------- 2. numbers and LiteLLM's log lines
+
+def test_a_structured_answer_in_plain_text_citing_a_4301_digit_line_is_judged_not_a_crash(tmp_path):
+    copilot = importlib.import_module("copilot")
+    huge = "7" * 4301  # int() refuses it outright: Python's integer string limit
+    replies = iter([NS(content="Item has price: shop/models.py:10", tool_calls=None)]
+                   + [NS(content=f"See shop/models.py:{huge}-{huge}9", tool_calls=None)] * 2)
+    result = copilot.run(QUESTION, FIXTURE_REPO, complete=lambda m, t, **o: next(replies), structured=True,
+                         cache_dir=tmp_path / "cache")
+    assert result.termination == "invalid_answer" and result.exit_code == 1
+    assert any("outside the file" in p for p in result.structured.problems), result.structured.problems
+
+
+def test_a_question_file_s_expected_line_is_bounded_too():
+    evaluation = importlib.import_module("harness.evaluation")
+    cited = [NS(path="shop/models.py", exists=True, in_range=True, line=10, end_line=10)]
+    assert evaluation.matches_expected("shop/models.py:9-" + "9" * 4301, cited)
+    assert not evaluation.matches_expected("shop/models.py:" + "9" * 4301, cited)
+
+
+def test_a_server_claiming_a_window_of_4000_digits_has_an_unknown_window():
+    local_server = importlib.import_module("local_server")
+    local = NS(model="openai/m", api_base="http://127.0.0.1:8091/v1")
+
+    def props(url, timeout):
+        return io.BytesIO(('{"default_generation_settings": {"n_ctx": ' + "9" * 4000 + "}}").encode())
+
+    assert local_server.context_window(local, opener=props) is None
+    assert local_server.context_budget(local, 3_000, 6_000, window=10 ** 8)[0] == 6_000
+
+
+def test_litellm_s_own_warning_quoting_a_server_s_finish_reason_reaches_stderr_escaped(capfd):
+    preflight = importlib.import_module("preflight")
+    weird = "weird\x1b]0;owned\x07\x1b[2J"
+    with FakeServer([ended_reply(weird, "ready"), ended_reply(weird, "ok")]) as server:
+        out = io.StringIO()
+        preflight.check(env={"COPILOT_MODEL": "openai/fake", "COPILOT_API_BASE": server.base_url,
+                             "COPILOT_NO_DOTENV": "1"}, out=out, sleep=lambda s: None)
+    captured = capfd.readouterr()
+    assert ESC not in out.getvalue() + captured.out + captured.err and BEL not in captured.err, captured.err
+    assert "weird\\x1b]0;owned\\x07" in captured.err  # LiteLLM's "Unmapped finish_reason" line, escaped
+    assert captured.out == ""  # LiteLLM's handler sends records below WARNING to stdout: none get there
