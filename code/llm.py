@@ -71,6 +71,7 @@ class Usage:
     startup_seconds: float = 0.0    # importing LiteLLM on the first call: start-up, not the model
     finish_reason: str | None = None  # the last reply's: "stop", "length", "content_filter (SAFETY)"...
     recovered_calls: int = 0        # tool calls a local model wrote as text, recovered (text_calls.py)
+    quoted_calls: int = 0           # a local model's replies that quote a call inside other text: kept as text
     answer_cap: int = MAX_ANSWER_TOKENS  # max_tokens of each call (answer_cap: less for a local model)
     scripted: bool = False          # a reply came from the lab's fake server (scripted), not a model
 
@@ -196,10 +197,15 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
 def recover_written_calls(settings, usage: Usage, message, tool_schemas):
     """PROVIDED RECOVERY, for a local server only: a reply that is nothing but tool calls written as
     JSON (a small model ignoring its template's tool-call markup) becomes those calls, counted in
-    usage.recovered_calls. Hosted providers' replies are returned untouched (see text_calls.py)."""
+    usage.recovered_calls; a call quoted inside other text leaves the reply an answer, counted in
+    usage.quoted_calls (the report says so). Hosted providers' replies are returned untouched (see text_calls.py)."""
     if not local_server.is_local_model(settings):
         return message
-    recovered = text_calls.recover(message, tool_schemas)
+
+    def quoted(why):
+        usage.quoted_calls += 1
+
+    recovered = text_calls.recover(message, tool_schemas, quoted)
     if recovered is not message:
         usage.recovered_calls += len(recovered.tool_calls)
     return recovered

@@ -216,3 +216,56 @@ def test_litellm_s_own_warning_quoting_a_server_s_finish_reason_reaches_stderr_e
     assert ESC not in out.getvalue() + captured.out + captured.err and BEL not in captured.err, captured.err
     assert "weird\\x1b]0;owned\\x07" in captured.err  # LiteLLM's "Unmapped finish_reason" line, escaped
     assert captured.out == ""  # LiteLLM's handler sends records below WARNING to stdout: none get there
+
+
+# --------------------------------------------------------------------------- 3. text-call recovery only of calls
+
+CALL = '{"name": "search_code", "arguments": {"query": "order_total"}}'
+FENCE = f"```json\n{CALL}\n```"
+
+
+@pytest.mark.parametrize("text, thought", [
+    (CALL, ""),
+    (FENCE, ""),
+    (f"I look for the total.\n{FENCE}\n", "I look for the total."),
+    (f"Thought: where is it defined?\n{CALL}\n{CALL}", "Thought: where is it defined?"),
+])
+def test_a_reply_that_is_calls_after_a_short_thought_is_recovered(text, thought):
+    text_calls = importlib.import_module("text_calls")
+    tools = importlib.import_module("tools")
+    notes = []
+    message = text_calls.recover(NS(content=text, tool_calls=None), tools.TOOL_SCHEMAS, notes.append)
+    assert message.tool_calls and {c.function.name for c in message.tool_calls} == {"search_code"}
+    assert (message.content or "") == thought and notes == []
+
+
+@pytest.mark.parametrize("shape, text", [
+    ("text after the call", f"I search.\n{FENCE}\nIt returned shop/service.py:9, so the answer is price."),
+    ("a call quoted inside prose", f"text_calls.py recovers a reply like\n{CALL}\nand runs it as search_code."),
+    ("a fence with other text", f"The docstring shows:\n```json\n{CALL}\n# and the reply goes on\n```"),
+    ("a fence with text before the call", f"```json\n// the example\n{CALL}\n```"),
+    ("a long explanation before it", "text_calls.py explains small models. " * 30 + f"\n{FENCE}"),
+    ("code before it", f"Here is the module:\n```python\ndef recover(): ...\n```\n{FENCE}"),
+])
+def test_a_call_inside_other_text_leaves_the_reply_an_answer_with_a_note(shape, text):
+    text_calls = importlib.import_module("text_calls")
+    tools = importlib.import_module("tools")
+    notes = []
+    message = text_calls.recover(NS(content=text, tool_calls=None), tools.TOOL_SCHEMAS, notes.append)
+    assert message.content == text and not getattr(message, "tool_calls", None), shape
+    assert len(notes) == 1, shape
+
+
+def test_a_local_model_explaining_text_calls_gets_its_answer_shown_with_a_note(tmp_path, capsys):
+    copilot = importlib.import_module("copilot")
+    report = importlib.import_module("report")
+    config = importlib.import_module("config")
+    explained = f"text_calls.py turns a reply like\n{FENCE}\ninto a real call: text_calls.py:1"
+    with FakeServer([text_reply(explained)]) as server:
+        settings = config.load_settings(env={"COPILOT_MODEL": "openai/qwen-1.5b", "COPILOT_API_BASE": server.base_url,
+                                             "COPILOT_CACHE_DIR": str(tmp_path / "cache"), "COPILOT_NO_DOTENV": "1"})
+        result = copilot.run("what does text_calls.py do?", CODE_DIR, settings=settings, use_context=False)
+    assert result.termination == "answered" and result.answer == explained and len(server.chat_requests) == 1
+    assert result.usage.quoted_calls == 1 and result.usage.recovered_calls == 0
+    report.print_report(result)
+    assert "quotes a tool call inside other text; it was kept as text, not run" in capsys.readouterr().out

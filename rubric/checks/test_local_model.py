@@ -68,11 +68,13 @@ def test_a_thought_before_the_call_stays_as_the_text():
     assert importlib.import_module("llm").bounded_reply(message).tool_calls[0].id == "text_call_0"
 
 
-def test_what_a_small_model_imagines_after_its_call_is_dropped():
+def test_text_after_the_call_makes_the_reply_an_answer_with_a_note():
+    # issue 28: recovering the first call and dropping the rest ate answers that quoted a call
     text = f"I look for the total.\n{FENCED}\nThis returned:\n```\nshop/service.py:9: invented\n```\nSo the answer is..."
     assert not text_calls.is_written_call(text)  # for a hosted model this is text, and stays text
-    message = text_calls.recover(NS(content=text, tool_calls=None), tools.TOOL_SCHEMAS)
-    assert message.content == "I look for the total." and [c.function.name for c in message.tool_calls] == ["read_file"]
+    notes = []
+    message = text_calls.recover(NS(content=text, tool_calls=None), tools.TOOL_SCHEMAS, notes.append)
+    assert message.content == text and not getattr(message, "tool_calls", None) and notes == ["text follows the call"]
 
 
 def test_a_real_tool_call_is_never_touched():
