@@ -269,3 +269,60 @@ def test_a_local_model_explaining_text_calls_gets_its_answer_shown_with_a_note(t
     assert result.usage.quoted_calls == 1 and result.usage.recovered_calls == 0
     report.print_report(result)
     assert "quotes a tool call inside other text; it was kept as text, not run" in capsys.readouterr().out
+
+
+# --------------------------------------------------------------------------- 4. what counts as local
+
+@pytest.mark.parametrize("base", [
+    "http://0.0.0.0:8091/v1",              # what llama-server prints for --host 0.0.0.0
+    "http://127.1:8091/v1", "http://2130706433:8091/v1", "http://127.0.0.2:8091/v1",
+    "http://[::ffff:127.0.0.1]:8091/v1", "http://[::1]:8091/v1", "http://[::]:8091/v1",
+    "http://localhost:11434", "http://LOCALHOST:11434",
+])
+def test_every_spelling_of_this_machine_is_local_whatever_the_model_is_called(base):
+    local_server = importlib.import_module("local_server")
+    for model in ("openai/qwen-1.5b", "openai/gpt-4o", "openai/gpt-oss-20b", "groq/openai/gpt-oss-120b"):
+        assert local_server.is_local_model(NS(model=model, api_base=base)), (model, base)
+
+
+@pytest.mark.parametrize("base", ["http://192.168.1.20:8000/v1", "http://[::ffff:192.168.1.2]:8000/v1",
+                                  "http://10.0.0.7:8091/v1", "https://api.example.invalid/v1"])
+def test_another_machine_is_hosted_whatever_the_model_is_called(base):
+    local_server = importlib.import_module("local_server")
+    assert not local_server.is_local_model(NS(model="openai/qwen-1.5b", api_base=base))
+
+
+def test_copilot_local_wins_both_ways_and_says_so():
+    config = importlib.import_module("config")
+    local_server = importlib.import_module("local_server")
+    llm_module = importlib.import_module("llm")
+    proxy = config.load_settings(env={"COPILOT_MODEL": "openai/gpt-oss-20b", "COPILOT_API_BASE": "http://127.0.0.1:4000/v1",
+                                      "COPILOT_LOCAL": "0", "COPILOT_NO_DOTENV": "1"})
+    assert local_server.locality(proxy) == (False, "COPILOT_LOCAL=0 says so")
+    assert llm_module.answer_cap(proxy) == llm_module.MAX_ANSWER_TOKENS  # gpt-oss gets room to think
+    assert llm_module.request_timeout(proxy) == llm_module.REQUEST_TIMEOUT
+    lan = config.load_settings(env={"COPILOT_MODEL": "openai/m", "COPILOT_API_BASE": "http://192.168.1.20:8000/v1",
+                                    "COPILOT_LOCAL": "1", "COPILOT_NO_DOTENV": "1"})
+    assert local_server.is_local_model(lan) and llm_module.answer_cap(lan) == local_server.LOCAL_ANSWER_TOKENS
+    with pytest.raises(config.ConfigError, match="COPILOT_LOCAL must be 1 or 0"):
+        config.load_settings(env={"COPILOT_MODEL": "openai/m", "COPILOT_API_BASE": "http://127.0.0.1:1/v1",
+                                  "COPILOT_LOCAL": "maybe", "COPILOT_NO_DOTENV": "1"})
+
+
+def test_check_says_which_applied_and_why():
+    preflight = importlib.import_module("preflight")
+    found = {}
+    for local in ("", "0"):
+        with FakeServer([text_reply("ready"), tool_reply(("list_directory", {"path": "."}))]) as server:
+            out = io.StringIO()
+            base = server.base_url.replace("127.0.0.1", "127.1")
+            code = preflight.check(env={"COPILOT_MODEL": "openai/gpt-4o", "COPILOT_API_BASE": base,
+                                        "COPILOT_LOCAL": local, "COPILOT_NO_DOTENV": "1"}, out=out, sleep=lambda s: None)
+            found[local] = (code, out.getvalue().splitlines(), [r.get("max_tokens") for r in server.chat_requests])
+    code, lines, caps = found[""]
+    assert code == 0 and "ok    where: a local server (127.1 resolves to 127.0.0.1, this machine; " \
+        "COPILOT_LOCAL=1 or 0 decides otherwise)" in lines, lines
+    assert caps == [256, 256]
+    code, lines, caps = found["0"]
+    assert "ok    where: a hosted provider (COPILOT_LOCAL=0 says so)" in lines and not any("timeout:" in l for l in lines)
+    assert caps == [llm.MAX_ANSWER_TOKENS] * 2, caps  # a hosted model's probes: no local cap

@@ -91,7 +91,7 @@ def test_a_real_tool_call_is_never_touched():
     ("ollama_chat/qwen3", None, True),                         # LiteLLM's default is localhost:11434
     ("openai/m", "http://192.168.1.20:8000/v1", False),        # another machine may be fast
     ("openai/gpt-4.1-mini", None, False),
-    ("groq/openai/gpt-oss-120b", "http://127.0.0.1:9/v1", False),  # a proxy or a fake in front of a hosted API
+    ("groq/openai/gpt-oss-120b", "http://127.0.0.1:9/v1", True),   # the name decides nothing (COPILOT_LOCAL=0 does)
     ("openai/m", "not a url", False),
 ])
 def test_local_means_a_model_served_on_this_machine(model, base, local):
@@ -148,9 +148,9 @@ def test_tool_descriptions_and_the_prompt_name_no_real_path_or_symbol():
 
 # ---------------------------------------------------------------- end to end, against a local fake
 
-def settings(finished, server, tmp_path, model="openai/qwen-1.5b"):
+def settings(finished, server, tmp_path, model="openai/qwen-1.5b", **extra):
     return finished.config.load_settings(env={"COPILOT_MODEL": model, "COPILOT_API_BASE": server.base_url,
-                                              "COPILOT_CACHE_DIR": str(tmp_path / "cache"), "GROQ_API_KEY": "k"})
+                                              "COPILOT_CACHE_DIR": str(tmp_path / "cache"), "GROQ_API_KEY": "k", **extra})
 
 
 def test_a_local_model_s_written_call_is_run_and_the_run_answers(finished, tmp_path):
@@ -167,7 +167,7 @@ def test_a_local_model_s_written_call_is_run_and_the_run_answers(finished, tmp_p
 
 def test_a_hosted_model_s_written_call_is_a_protocol_failure_not_an_answer(finished, tmp_path, capsys):
     with FakeServer([text_reply(FENCED)]) as server:
-        result = finished.copilot.run(QUESTION, FIXTURE_REPO, settings=settings(finished, server, tmp_path, "groq/x"),
+        result = finished.copilot.run(QUESTION, FIXTURE_REPO, settings=settings(finished, server, tmp_path, "groq/x", COPILOT_LOCAL="0"),
                                       use_context=False)
         sent = server.chat_requests[0]
     assert result.termination == "tool_call_as_text" and result.exit_code == 1 and result.usage.recovered_calls == 0
