@@ -326,3 +326,47 @@ def test_check_says_which_applied_and_why():
     code, lines, caps = found["0"]
     assert "ok    where: a hosted provider (COPILOT_LOCAL=0 says so)" in lines and not any("timeout:" in l for l in lines)
     assert caps == [llm.MAX_ANSWER_TOKENS] * 2, caps  # a hosted model's probes: no local cap
+
+
+# --------------------------------------------------------------------------- 5. the index budget is spent on text
+
+def _images_beside_sources(root, count=6, size=200_000):
+    (root / "assets").mkdir()
+    for i in range(count):  # a PNG's header, then a hole of zeros (sparse where the file system can)
+        with open(root / "assets" / f"img_{i:03d}.png", "wb") as fh:
+            fh.write(b"\x89PNG\r\n\x1a\n\x00\x00\x00\rIHDR")
+            fh.truncate(size)
+    (root / "src").mkdir()
+    (root / "src" / "shop.py").write_text("def order_total(items):\n    return sum(i.price for i in items)\n")
+
+
+def test_binary_files_cost_the_index_budget_nothing_and_the_note_names_them(tmp_path, monkeypatch, capsys):
+    context_index = importlib.import_module("context_index")
+    context_selector = importlib.import_module("context_selector")
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    _images_beside_sources(repo)
+    monkeypatch.setattr(context_index, "MAX_INDEX_TOTAL_BYTES", 1_000_000)  # 6 x 200 KB listed: over it
+    read = []
+    real = context_index.read_bytes
+    monkeypatch.setattr(context_index, "read_bytes", lambda tree, rel: read.append(rel) or real(tree, rel))
+    snippets = context_selector.select_context("how is order_total computed?", repo, k=3, cache_dir=tmp_path / "cache")
+    said = capsys.readouterr().err
+    assert [s.path for s in snippets] == ["src/shop.py"], said
+    assert "skipped 6 binary files by their first bytes" in said and "assets/img_000.png" in said, said
+    assert "past the index's" not in said, said  # nothing that is text was left out
+    assert not [rel for rel in read if rel.startswith("assets/")]  # never read whole
+
+
+def test_text_past_the_budget_is_still_named_after_the_binary_files(tmp_path, monkeypatch, capsys):
+    context_index = importlib.import_module("context_index")
+    files = [(str(tmp_path / "a.bin"), "a.bin", 600), (str(tmp_path / "b.py"), "b.py", 600),
+             (str(tmp_path / "c.py"), "c.py", 600)]
+    (tmp_path / "a.bin").write_bytes(b"\x00" * 600)
+    (tmp_path / "b.py").write_text("x = 1\n" * 100)
+    (tmp_path / "c.py").write_text("y = 2\n" * 100)
+    monkeypatch.setattr(context_index, "MAX_INDEX_TOTAL_BYTES", 1_000)
+    kept = context_index.within_budget(files, tmp_path)
+    said = capsys.readouterr().err
+    assert [rel for _, rel, _ in kept] == ["b.py"]
+    assert "skipped 1 binary file by" in said and "indexed the first 1 of 2 files" in said and "1 more" in said, said
