@@ -145,7 +145,7 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
     its final turn by passing ``tool_choice``), caps the answer length, retries temporary failures
     (see the module docstring; ``sleep(seconds)`` is how it waits, default ``pause``), and adds each
     response's tokens and cost to ``usage``. Without ``settings``, loads them (``model``/``api_base``
-    as on the command line). The function carries ``.model`` and ``.usage``.
+    as on the command line). The function carries ``.model``, ``.usage`` and ``.timeout`` (seconds per call).
     """
     settings = settings or config.load_settings(model=model, api_base=api_base)
     usage = usage if usage is not None else Usage()
@@ -190,7 +190,7 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
         usage.record(response)
         return recover_written_calls(settings, usage, response.choices[0].message, tool_schemas)
 
-    complete.model, complete.usage = settings.model, usage
+    complete.model, complete.usage, complete.timeout = settings.model, usage, timeout
     return complete
 
 

@@ -5,7 +5,8 @@ no other timeout, no other context.
     is_local(api_base)                  the base URL's host resolves to this machine only (loopback, 0.0.0.0)
     is_local_model(settings)            the model is served there: COPILOT_LOCAL=1/0 if set, else is_local
     locality(settings)                  the same, with why (for --check)
-    context_window(settings)            the server's context length in tokens (llama-server's /props), or None
+    context_window(settings)            the server's context length in tokens (llama-server's /props,
+                                        Ollama's /api/show), or None
     context_budget(settings, fixed)     characters of injected context that fit that window, with a note
 
 Why: on a laptop CPU, a 1.5 B model reads a copilot prompt (about 3,000 tokens) at 10-50 tokens per
@@ -28,6 +29,7 @@ from urllib.parse import urlsplit, urlunsplit
 LOCAL_ANSWER_TOKENS = 1_024
 LOCAL_TIMEOUT_FACTOR = 10     # a local server's model call may take 10 x llm.REQUEST_TIMEOUT (600 s): a CPU reads ~50 tokens/s
 RESOLVE_TIMEOUT = 2.0         # seconds for the base URL's host to resolve (a local name answers at once)
+OLLAMA_DEFAULT_BASE = "http://localhost:11434"  # where LiteLLM sends ollama/ models with no base URL
 PROPS_TIMEOUT = 3.0           # asking the server for its context window: it answers at once or not at all
 ANSWER_ROOM = 1_024           # tokens of the window left for the model's reply
 RENDERED_SIZE = 1.25          # snippets as shown (line numbers, headers) against their text alone
@@ -122,21 +124,44 @@ def context_window(settings, opener=urllib.request.urlopen) -> int | None:
     """The context length the local server runs with, in tokens; None when it does not say.
 
     Asks llama-server's ``/props`` (``default_generation_settings.n_ctx``) at the base URL's host,
-    only for a local server, with a short timeout. ``opener`` is urlopen (tests pass a fake).
+    or for an ollama/ or ollama_chat/ model Ollama's ``/api/show`` (the ``num_ctx`` it was given,
+    else the model's own ``<family>.context_length``), only for a local server, with a short
+    timeout. ``opener`` is urlopen (tests pass a fake).
     """
-    base = getattr(settings, "api_base", None)
+    model = getattr(settings, "model", None) or ""
+    prefix, _, name = model.partition("/")
+    ollama = prefix in ("ollama", "ollama_chat")
+    base = getattr(settings, "api_base", None) or (OLLAMA_DEFAULT_BASE if ollama else None)
     if not base or not is_local_model(settings):
         return None
     parts = urlsplit(base)
-    url = urlunsplit((parts.scheme or "http", parts.netloc, "/props", "", ""))
+    root = (parts.scheme or "http", parts.netloc)
     try:
-        with opener(url, timeout=PROPS_TIMEOUT) as response:
-            props = json.loads(response.read(1_000_000))
-        n_ctx = props["default_generation_settings"]["n_ctx"]
-    except Exception:  # not llama-server, not running, not JSON: the window is unknown, nothing changes
+        if ollama:
+            url = urlunsplit((*root, "/api/show", "", ""))
+            asked = urllib.request.Request(url, data=json.dumps({"model": name}).encode(),
+                                           headers={"Content-Type": "application/json"})
+            with opener(asked, timeout=PROPS_TIMEOUT) as response:
+                n_ctx = _ollama_window(json.loads(response.read(4_000_000)))
+        else:
+            with opener(urlunsplit((*root, "/props", "", "")), timeout=PROPS_TIMEOUT) as response:
+                props = json.loads(response.read(1_000_000))
+            n_ctx = props["default_generation_settings"]["n_ctx"]
+    except Exception:  # not that server, not running, not JSON: the window is unknown, nothing changes
         return None
     believable = isinstance(n_ctx, int) and not isinstance(n_ctx, bool) and 0 < n_ctx <= MAX_WINDOW
     return n_ctx if believable else None  # a 4,000-digit "window" would overflow the arithmetic below
+
+
+def _ollama_window(show: dict):
+    """From /api/show's answer: "num_ctx N" among its parameters, else model_info's *.context_length."""
+    for line in str(show.get("parameters") or "").splitlines():
+        key, _, value = line.strip().partition(" ")
+        if key == "num_ctx" and value.strip().isdigit() and len(value.strip()) <= 9:
+            return int(value.strip())
+    info = show.get("model_info") or {}
+    lengths = [v for k, v in info.items() if isinstance(k, str) and k.endswith(".context_length")]
+    return lengths[0] if lengths else None
 
 
 def context_budget(settings, fixed_chars: int, budget: int, window=None) -> tuple[int, str | None]:

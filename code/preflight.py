@@ -129,7 +129,7 @@ def window_finding(settings, hello_tokens: int) -> tuple[str, str]:
     first = hello_tokens + (PROMPT_CHARS + context_selector.CONTEXT_CHAR_BUDGET) // local_server.CHARS_PER_TOKEN
     window = local_server.context_window(settings)
     if window is None:
-        return "ok", (f"context window: not reported by the server (llama-server reports it at /props); a run's "
+        return "ok", (f"context window: not reported by the server (llama-server reports it at /props, Ollama at /api/show); a run's "
                       f"first prompt is about {first:,} tokens: start the server with a window of at least "
                       f"{first + local_server.ANSWER_ROOM:,}")
     level = "ok" if window >= first + local_server.ANSWER_ROOM else "warn"

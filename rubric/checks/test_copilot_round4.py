@@ -370,3 +370,84 @@ def test_text_past_the_budget_is_still_named_after_the_binary_files(tmp_path, mo
     said = capsys.readouterr().err
     assert [rel for _, rel, _ in kept] == ["b.py"]
     assert "skipped 1 binary file by" in said and "indexed the first 1 of 2 files" in said and "1 more" in said, said
+
+
+# --------------------------------------------------------------------------- 7. evaluate.py's ceiling, Ollama's window
+
+def test_evaluate_model_takes_its_ceiling_from_the_model_s_budget(tmp_path, monkeypatch):
+    config = importlib.import_module("config")
+    evaluation = importlib.import_module("harness.evaluation")
+    meter = importlib.import_module("harness.meter")
+    monkeypatch.setattr(meter, "HARNESS_MAX_SECONDS", 0.2)  # stands in for 60 s against a slow model
+    question = evaluation.load_questions(CODE_DIR / "eval" / "fixture_questions.jsonl")[0]
+
+    def replies(body, n):
+        return tool_reply(("read_file", {"path": "shop/models.py"})) if n == 0 else text_reply("price: shop/models.py:10")
+
+    ended = {}
+    for local in ("", "0"):
+        with FakeServer(replies, delay=0.3) as server:  # each reply takes longer than the harness ceiling
+            settings = config.load_settings(env={"COPILOT_MODEL": "openai/slow", "COPILOT_API_BASE": server.base_url,
+                                                 "COPILOT_LOCAL": local, "COPILOT_NO_DOTENV": "1"})
+            usage = llm.Usage()
+            complete = llm.make_complete(settings, usage)
+            assert evaluation.model_ceiling(complete) == complete.timeout * 10  # the loop's default steps
+            (score,) = evaluation.evaluate_model([question], FIXTURE_REPO, complete,
+                                                 lambda: (usage.prompt_tokens, usage.completion_tokens), "model",
+                                                 100_000, cache_dir=tmp_path / "cache")
+            ended[local] = (score.ended, complete.timeout)
+    assert ended[""] == ("answered", 600.0) and ended["0"] == ("answered", 60.0), ended
+
+
+def test_a_scripted_model_keeps_the_harness_ceiling():
+    evaluation = importlib.import_module("harness.evaluation")
+    meter = importlib.import_module("harness.meter")
+    assert evaluation.model_ceiling(lambda m, t: None) == meter.HARNESS_MAX_SECONDS
+    assert evaluation.model_ceiling(NS(timeout=600.0), max_steps=3) == 1800.0
+
+
+class _OllamaShow:
+    """A loopback server answering Ollama's POST /api/show with ``show`` (and recording the bodies)."""
+
+    def __init__(self, show):
+        from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+        state = self
+        self.asked = []
+
+        class Handler(BaseHTTPRequestHandler):
+            def do_POST(self):  # noqa: N802
+                state.asked.append((self.path, json.loads(self.rfile.read(int(self.headers["Content-Length"])))))
+                data = json.dumps(show).encode()
+                self.send_response(200)
+                self.send_header("Content-Length", str(len(data)))
+                self.end_headers()
+                self.wfile.write(data)
+
+            def log_message(self, *args):
+                pass
+
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+        self.base = f"http://127.0.0.1:{self.httpd.server_address[1]}"
+        threading.Thread(target=self.httpd.serve_forever, args=(0.05,), daemon=True).start()
+
+    def close(self):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+@pytest.mark.parametrize("show, window", [
+    ({"parameters": "temperature 0.7\nnum_ctx 8192", "model_info": {"qwen2.context_length": 32768}}, 8192),
+    ({"parameters": "temperature 0.7", "model_info": {"general.architecture": "qwen2", "qwen2.context_length": 32768}}, 32768),
+    ({"model_info": {"llama.context_length": "a lot"}}, None),
+    ({"parameters": "num_ctx " + "9" * 4301}, None),
+])
+def test_ollama_s_context_window_is_read_from_api_show(show, window):
+    local_server = importlib.import_module("local_server")
+    server = _OllamaShow(show)
+    try:
+        settings = NS(model="ollama_chat/qwen3", api_base=server.base, local=None)
+        assert local_server.context_window(settings) == window
+        assert server.asked == [("/api/show", {"model": "qwen3"})]
+    finally:
+        server.close()
