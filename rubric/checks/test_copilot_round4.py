@@ -25,7 +25,6 @@ from harness.fake_server import FakeServer, ended_reply, text_reply, tool_reply
 from harness.offline import offline_env
 from harness.paths import CODE_DIR, FIXTURE_REPO
 
-import live
 import llm
 
 pytestmark = pytest.mark.skipif(
@@ -122,6 +121,7 @@ def test_without_a_terminal_nothing_shows_unless_asked_and_json_stays_clean(tmp_
 
 
 def test_the_live_view_escapes_what_the_model_and_the_tools_wrote_and_names_refusals():
+    live = importlib.import_module("live")
     out = io.StringIO()
     view = live.LiveView(out, ticking=False, model="openai/m\x1b[2J")
     view.calling(1, [{"role": "user", "content": "q"}])
@@ -169,6 +169,7 @@ def test_the_live_view_hangs_off_the_model_wrapper_only():
 
 
 def test_progress_is_on_for_a_terminal_and_the_flags_win():
+    live = importlib.import_module("live")
     tty, pipe = NS(isatty=lambda: True), io.StringIO()
     assert live.wanted(None, tty) and not live.wanted(None, pipe)
     assert live.wanted(True, pipe) and not live.wanted(False, tty)
