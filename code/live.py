@@ -62,6 +62,7 @@ class LiveView:
         self._stop = None
         self._ticker = None
         self._call_started = 0.0
+        self._drawn = 0                    # characters of the ticking line on the screen now
 
     # ------------------------------------------------------------------ what llm.counting tells
     def calling(self, step: int, messages) -> None:
@@ -137,7 +138,9 @@ class LiveView:
                 self._write(f"[{step}] still waiting, {time.perf_counter() - self._call_started:.0f} s")
             return
         while True:
-            self._raw(f"\r{label} ... {time.perf_counter() - self._call_started:.0f} s\x1b[K")
+            line = f"{label} ... {time.perf_counter() - self._call_started:.0f} s"
+            self._raw("\r" + line.ljust(self._drawn))  # spaces, not an escape code: any console clears this way
+            self._drawn = len(line)
             if stop.wait(TICK_SECONDS):
                 return
 
@@ -147,8 +150,9 @@ class LiveView:
             self._stop.set()
             self._ticker.join()
             self._stop = self._ticker = None
-            if self.ticking:
-                self._raw("\r\x1b[K")  # the ticking line gives way to the step's line
+            if self.ticking:  # the ticking line gives way to the step's line
+                self._raw("\r" + " " * self._drawn + "\r")
+                self._drawn = 0
         return took
 
     def _arguments(self, arguments) -> str:

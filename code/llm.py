@@ -81,11 +81,22 @@ class Usage:
         self.finish_reason = finish_reason_of(response)
         self.scripted |= getattr(response, "system_fingerprint", None) == SCRIPTED_FINGERPRINT
         usage = getattr(response, "usage", None)
-        self.prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
-        self.completion_tokens += getattr(usage, "completion_tokens", 0) or 0
+        self.prompt_tokens += _tokens(getattr(usage, "prompt_tokens", 0))
+        self.completion_tokens += _tokens(getattr(usage, "completion_tokens", 0))
         cost = _cost_of(response)
         if cost is not None:
             self.cost_usd = (self.cost_usd or 0.0) + cost
+
+
+MAX_TOKENS_COUNTED = 10**12  # a server's token count past this is not believed (two 4,300-digit counts
+                             # would add up to a number the summary line could not print)
+
+
+def _tokens(value) -> int:
+    """A token count from a server's reply: a whole number from 0 to MAX_TOKENS_COUNTED, else 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        return 0
+    return int(min(value, MAX_TOKENS_COUNTED))
 
 
 class MalformedToolCall(Exception):

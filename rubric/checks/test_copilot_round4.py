@@ -188,6 +188,15 @@ def test_a_structured_answer_in_plain_text_citing_a_4301_digit_line_is_judged_no
     assert any("outside the file" in p for p in result.structured.problems), result.structured.problems
 
 
+def test_token_counts_a_server_sends_are_bounded_before_they_add_up():
+    usage = llm.Usage()
+    huge = int("9" * 4300)  # the longest number JSON decoding lets through; two of them add up to 4,301 digits
+    for _ in range(2):
+        usage.record(NS(usage=NS(prompt_tokens=huge, completion_tokens=float("nan")), choices=[]))
+    assert usage.prompt_tokens == 2 * llm.MAX_TOKENS_COUNTED and usage.completion_tokens == 0
+    assert f"{usage.prompt_tokens:,}"  # the summary line prints it
+
+
 def test_a_question_file_s_expected_line_is_bounded_too():
     evaluation = importlib.import_module("harness.evaluation")
     cited = [NS(path="shop/models.py", exists=True, in_range=True, line=10, end_line=10)]
