@@ -296,7 +296,7 @@ def test_every_spelling_of_this_machine_is_local_whatever_the_model_is_called(ba
 
 
 @pytest.mark.parametrize("base", ["http://192.168.1.20:8000/v1", "http://[::ffff:192.168.1.2]:8000/v1",
-                                  "http://10.0.0.7:8091/v1", "https://api.example.invalid/v1"])
+                                  "http://10.0.0.7:8091/v1", "https://203.0.113.7/v1"])  # literal: no lookup
 def test_another_machine_is_hosted_whatever_the_model_is_called(base):
     local_server = importlib.import_module("local_server")
     assert not local_server.is_local_model(NS(model="openai/qwen-1.5b", api_base=base))

@@ -123,7 +123,7 @@ def test_the_context_window_is_asked_of_a_local_server_only():
     local = NS(model="openai/m", api_base="http://127.0.0.1:8091/v1")
     assert local_server.context_window(local, opener=props) == 4096
     assert props.asked == [("http://127.0.0.1:8091/props", local_server.PROPS_TIMEOUT)]
-    assert local_server.context_window(NS(model="openai/m", api_base="https://api.example.com/v1"), opener=props) is None
+    assert local_server.context_window(NS(model="openai/m", api_base="https://203.0.113.7/v1"), opener=props) is None
     assert len(props.asked) == 1
     for body in ({"n_ctx": 4096}, {"default_generation_settings": {"n_ctx": "big"}}, OSError("refused"), []):
         assert local_server.context_window(local, opener=Props(body)) is None
