@@ -89,6 +89,8 @@ class Settings:
     embedding_document_prefix: str = ""
     embedding_input_types: tuple[str, ...] = ()
     embedding_max_chunks: int | None = None  # EMBEDDING_MAX_CHUNKS: a bigger embedding job is refused
+    local: bool | None = None  # COPILOT_LOCAL=1/0: the model runs on this machine (None: decided by
+                               # the address COPILOT_API_BASE resolves to, local_server.locality)
 
 
 def read_environment(dotenv_files=None, environ=None, env_file=None) -> dict[str, str]:
@@ -201,6 +203,7 @@ def load_settings(model=None, api_base=None, env=None, need_model=True, env_file
         embedding_document_prefix=env.get("EMBEDDING_DOCUMENT_PREFIX") or "",
         embedding_input_types=input_types(env.get("EMBEDDING_INPUT_TYPES")),
         embedding_max_chunks=whole_number("EMBEDDING_MAX_CHUNKS", env.get("EMBEDDING_MAX_CHUNKS")),
+        local=yes_or_no("COPILOT_LOCAL", env.get("COPILOT_LOCAL")),
     )
 
 
@@ -242,6 +245,18 @@ def whole_number(name: str, value: str | None) -> int | None:
     if not value.strip().isdigit() or len(value.strip()) > 9 or int(value) < 1:
         raise ConfigError(f"{name} must be a whole number of 1 or more, got {value[:40]!r}")
     return int(value)
+
+
+def yes_or_no(name: str, value: str | None) -> bool | None:
+    """1/0 (or true/false, yes/no) as a bool; None when unset."""
+    if not value or not value.strip():
+        return None
+    word = value.strip().lower()
+    if word in ("1", "true", "yes", "on"):
+        return True
+    if word in ("0", "false", "no", "off"):
+        return False
+    raise ConfigError(f"{name} must be 1 or 0, got {value[:40]!r}")
 
 
 def input_types(value: str | None) -> tuple[str, ...]:

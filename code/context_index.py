@@ -27,6 +27,7 @@ from typing import Callable
 
 import numpy as np
 
+from repo_files import printable, sniff
 from tools import (BINARY_SNIFF_BYTES, MAX_WALK_DEPTH, MAX_WALK_DIRS, ToolError, TreeReader, excluded_name, is_virtualenv,
                    iter_repo_files, split_lines)
 
@@ -176,7 +177,7 @@ def build_index(root, listing, recipe: Recipe) -> LexicalIndex:
 
 def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
     started = time.perf_counter()
-    wanted = within_budget([(str(p), rel, size) for p, rel, size, _ in listing if indexable(rel, size)])
+    wanted = within_budget([(str(p), rel, size) for p, rel, size, _ in listing if indexable(rel, size)], root)
     position = {rel: i for i, (_, rel, _, _) in enumerate(listing)}
     words: dict[str, int] = defaultdict()
     words.default_factory = words.__len__  # a new identifier gets the next number
@@ -214,20 +215,38 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
                         terms, term_ptr, term_words, word_ptr, rows[order], tf[order])
 
 
-def within_budget(files) -> list[tuple[str, str, int]]:
-    """The files [(path, rel, size)] that fit in MAX_INDEX_TOTAL_BYTES, in walk order, with a note
-    on stderr when some do not (131 MB of text took 113 s and 677 MB of memory)."""
-    kept, total = [], 0
-    for path, rel, size in files:
-        if total + size > MAX_INDEX_TOTAL_BYTES:
-            skipped = sum(size for *_, size in files[len(kept):])
-            print(f"context: indexed the first {len(kept):,} of {len(files):,} files ({total / 1e6:.0f} MB); "
-                  f"{len(files) - len(kept):,} more ({skipped / 1e6:.0f} MB) are past the index's "
-                  f"{MAX_INDEX_TOTAL_BYTES / 1e6:.0f} MB budget: point --repo at a sub-folder for them",
-                  file=sys.stderr)
-            break
-        kept.append((path, rel, size))
-        total += size
+def within_budget(files, root=None) -> list[tuple[str, str, int]]:
+    """The files [(path, rel, size)] whose text fits in MAX_INDEX_TOTAL_BYTES, in walk order, with a
+    note on stderr when some do not (131 MB of text took 113 s and 677 MB of memory).
+
+    When the listed sizes exceed the budget, each file's first bytes are read first (repo_files.sniff,
+    through one TreeReader at ``root``): binary and unreadable files cost the budget nothing, so
+    140 images in assets/ no longer crowd out src/. The note names what was skipped and why."""
+    if sum(size for *_, size in files) <= MAX_INDEX_TOTAL_BYTES or root is None:
+        return list(files)  # everything fits: binary files are recognised when read, as before
+    kept, total, binary, at = [], 0, [], len(files)
+    with TreeReader(root) as tree:
+        for i, (path, rel, size) in enumerate(files):
+            kind = sniff(tree, rel)
+            if kind != "text":
+                binary.append((rel, size, kind))
+            elif total + size > MAX_INDEX_TOTAL_BYTES:
+                at = i
+                break
+            else:
+                kept.append((path, rel, size))
+                total += size
+    if binary:
+        kinds = " and ".join(f"{n:,} {kind}" for kind in ("binary", "unreadable")
+                             if (n := sum(k == kind for _, _, k in binary)))
+        files_word = "files" if len(binary) != 1 else "file"
+        print(f"context: skipped {kinds} {files_word} by their first bytes ({sum(s for _, s, _ in binary) / 1e6:.0f} "
+              f"MB listed, e.g. {printable(binary[0][0])}): they cost the index's budget nothing", file=sys.stderr)
+    if at < len(files):
+        skipped = sum(size for *_, size in files[at:])
+        print(f"context: indexed the first {len(kept):,} of {len(files) - len(binary):,} files ({total / 1e6:.0f} MB of "
+              f"text); {len(files) - at:,} more ({skipped / 1e6:.0f} MB) are past the index's "
+              f"{MAX_INDEX_TOTAL_BYTES / 1e6:.0f} MB budget: point --repo at a sub-folder for them", file=sys.stderr)
     return kept
 
 

@@ -5,6 +5,8 @@
     python copilot.py --context-only "session cookie"                 # no model, no key needed
     python copilot.py --check                                         # is the model set up? (before M5)
 
+On a terminal, stderr shows each step as it happens (live.py; --progress / --no-progress decide).
+
 Stretch milestones (stretch.py): --trace and --json show the reasoning trace (S1); --allow-edits
 offers the edit_file tool as a dry run, --apply writes after you confirm (S2); --structured asks
 for the final answer through the emit_answer tool and checks its citations (S3).
@@ -52,6 +54,7 @@ import citations  # noqa: E402
 import cli  # noqa: E402
 import config  # noqa: E402  (sets LiteLLM's offline price map before anything imports litellm)
 import context_selector  # noqa: E402
+import live  # noqa: E402  (the run you can watch, on stderr)
 import llm  # noqa: E402
 import local_server  # noqa: E402
 import preflight  # noqa: E402  (--check)
@@ -75,6 +78,8 @@ def parse_args(argv):
     parser.add_argument("--no-context", action="store_true", help="inject nothing; the model must find everything with tools")
     parser.add_argument("--context-only", action="store_true", help="print the selected snippets and stop (no model, no key)")
     parser.add_argument("--trace", action="store_true", help="print Thought -> Action -> Observation for every step")
+    parser.add_argument("--progress", action=argparse.BooleanOptionalAction, default=None,
+                        help="show each step on stderr as it happens (default: when stderr is a terminal)")
     parser.add_argument("--json", action="store_true", help="print one JSON document on stdout and nothing else")
     parser.add_argument("--save-transcript", metavar="FILE", help="write the whole conversation as JSON")
     parser.add_argument("--env-file", metavar="FILE", help="read settings from FILE instead of code/.env")
@@ -112,8 +117,11 @@ def main(argv=None, complete=None) -> int:
             settings = config.load_settings(model=args.model, api_base=args.api_base, env_file=args.env_file)
             for problem in config.base_url_problems(settings.model, settings.api_base):
                 print(f"copilot: warning: {report.terminal_safe(problem)}", file=sys.stderr)
+        watch = live.LiveView(sys.stderr, ticking=live.wanted(None, sys.stderr), model=getattr(settings, "model", None) or "scripted") \
+            if live.wanted(args.progress, sys.stderr) else None
         result = run(args.question, root, settings=settings, complete=complete, max_steps=args.max_steps,
-                     top_k=args.top_k, use_context=not args.no_context, structured=args.structured, edits=edits)
+                     top_k=args.top_k, use_context=not args.no_context, structured=args.structured, edits=edits,
+                     watch=watch)
     except KeyboardInterrupt:
         return fail("interrupted", args)
     except BrokenPipeError:
@@ -138,7 +146,7 @@ def main(argv=None, complete=None) -> int:
 # --------------------------------------------------------------------------- the run
 
 def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps=None, top_k=3,
-        use_context=True, embed=None, cache_dir=None, structured=False, edits=None) -> report.Result:
+        use_context=True, embed=None, cache_dir=None, structured=False, edits=None, watch=None) -> report.Result:
     """Answer ``question`` about ``repo_root``: select context, run the loop, check the citations.
 
     ``complete`` replaces LiteLLM (tests pass a scripted model); otherwise ``settings`` (default:
@@ -147,7 +155,7 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
 
     Stretch: ``edits`` (a stretch.EditPolicy) offers the edit_file tool (S2); ``structured`` forces
     the final answer through emit_answer and validates it (S3; ``complete`` must then accept
-    ``tool_choice=``).
+    ``tool_choice=``). ``watch`` (a live.LiveView) shows each step on stderr as it happens.
     """
     started = time.perf_counter()
     root = check_repo(repo_root)
@@ -164,7 +172,7 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
                                                exclude=context_selector.lab_data(root)) if use_context else []
     messages = build_messages(question, snippets, edits=edits is not None)
     steps = agent_loop.DEFAULT_MAX_STEPS if max_steps is None else max_steps
-    model = llm.counting(complete, usage)
+    model = llm.counting(complete, usage, watch)
     extra = {} if edits is None else {
         "edit_file": (stretch.EDIT_FILE_SCHEMA, partial(stretch.edit_file_tool, policy=edits))}
     final = None
@@ -192,6 +200,8 @@ def run(question: str, repo_root=".", *, settings=None, complete=None, max_steps
     written = not capped and final is None and text_calls.is_written_call(answer)
     termination = ("max_steps" if capped else "empty_answer" if empty else "tool_call_as_text" if written else
                    "invalid_answer" if final and not final.accepted else "answered")
+    if watch is not None:
+        watch.finished(termination, usage.steps, messages)
     return report.Result(
         question=question, repo=str(root), model=getattr(settings, "model", None) or "scripted",
         answer=answer, termination=termination, messages=messages, snippets=snippets,

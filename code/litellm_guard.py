@@ -10,6 +10,7 @@ LiteLLM. Standard library only, so importing this module costs nothing.
 from __future__ import annotations
 
 import contextvars
+import logging
 import os
 import sys
 import threading
@@ -24,14 +25,51 @@ def import_litellm():
     planted OPENAI_BASE_URL there would receive the key and the conversation. Only config.py's
     settings may configure a run, so the import runs with that loader switched off (LITELLM_MODE
     too), and any variable that appears or changes meanwhile is put back. Its import-time
-    warnings are silenced, and the warnings its reply conversion raises are kept off the terminal.
+    warnings are silenced, the warnings its reply conversion raises are kept off the terminal, and
+    its log lines reach stderr escaped, warnings and errors only (_escape_its_logs).
     """
     litellm = sys.modules.get("litellm") or _import_without_dotenv()
     # pydantic's "serializer warnings" about a malformed reply: the one line of describe_error says it
     warnings.filterwarnings("ignore", module=r"pydantic(\.|$)")
     warnings.filterwarnings("ignore", module=r"litellm(\.|$)")
     litellm.suppress_debug_info = True  # set each time: whoever imported it first may not have
+    _escape_its_logs()
     return litellm
+
+
+# LiteLLM's own loggers. Their records quote what a server sent ("Unmapped finish_reason '...'"),
+# which may hold ESC and BEL; and its handler writes records below WARNING to stdout.
+LITELLM_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy")
+
+
+class _EscapedLog(logging.Filter):
+    """Lets through only warnings and errors, each as one line with control characters escaped."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno < logging.WARNING:
+            return False  # debug and info: LiteLLM sends them to stdout, which is the answer's
+        from cli import terminal_safe  # lazy: this module stays standard library at import
+
+        try:
+            text = record.getMessage()
+        except Exception:  # a record whose arguments do not fit its format: say so, not raise
+            text = str(record.msg)
+        record.msg, record.args = terminal_safe(" ".join(text.split()))[:500], None
+        record.exc_info = record.exc_text = record.stack_info = None  # a traceback is not for the terminal
+        return True
+
+
+_LOG_FILTER = _EscapedLog()
+
+
+def _escape_its_logs() -> None:
+    """Put _LOG_FILTER on LiteLLM's loggers and on every handler they write through (a logger's filter
+    does not see records from its children; a handler's does), once each."""
+    for name in LITELLM_LOGGERS:
+        logger = logging.getLogger(name)
+        for owner in (logger, *logger.handlers):
+            if _LOG_FILTER not in owner.filters:
+                owner.addFilter(_LOG_FILTER)
 
 
 def _import_without_dotenv():

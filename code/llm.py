@@ -71,6 +71,7 @@ class Usage:
     startup_seconds: float = 0.0    # importing LiteLLM on the first call: start-up, not the model
     finish_reason: str | None = None  # the last reply's: "stop", "length", "content_filter (SAFETY)"...
     recovered_calls: int = 0        # tool calls a local model wrote as text, recovered (text_calls.py)
+    quoted_calls: int = 0           # a local model's replies that quote a call inside other text: kept as text
     answer_cap: int = MAX_ANSWER_TOKENS  # max_tokens of each call (answer_cap: less for a local model)
     scripted: bool = False          # a reply came from the lab's fake server (scripted), not a model
 
@@ -80,11 +81,22 @@ class Usage:
         self.finish_reason = finish_reason_of(response)
         self.scripted |= getattr(response, "system_fingerprint", None) == SCRIPTED_FINGERPRINT
         usage = getattr(response, "usage", None)
-        self.prompt_tokens += getattr(usage, "prompt_tokens", 0) or 0
-        self.completion_tokens += getattr(usage, "completion_tokens", 0) or 0
+        self.prompt_tokens += _tokens(getattr(usage, "prompt_tokens", 0))
+        self.completion_tokens += _tokens(getattr(usage, "completion_tokens", 0))
         cost = _cost_of(response)
         if cost is not None:
             self.cost_usd = (self.cost_usd or 0.0) + cost
+
+
+MAX_TOKENS_COUNTED = 10**12  # a server's token count past this is not believed (two 4,300-digit counts
+                             # would add up to a number the summary line could not print)
+
+
+def _tokens(value) -> int:
+    """A token count from a server's reply: a whole number from 0 to MAX_TOKENS_COUNTED, else 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not value >= 0:
+        return 0
+    return int(min(value, MAX_TOKENS_COUNTED))
 
 
 class MalformedToolCall(Exception):
@@ -144,7 +156,7 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
     its final turn by passing ``tool_choice``), caps the answer length, retries temporary failures
     (see the module docstring; ``sleep(seconds)`` is how it waits, default ``pause``), and adds each
     response's tokens and cost to ``usage``. Without ``settings``, loads them (``model``/``api_base``
-    as on the command line). The function carries ``.model`` and ``.usage``.
+    as on the command line). The function carries ``.model``, ``.usage`` and ``.timeout`` (seconds per call).
     """
     settings = settings or config.load_settings(model=model, api_base=api_base)
     usage = usage if usage is not None else Usage()
@@ -189,17 +201,22 @@ def make_complete(settings=None, usage: Usage | None = None, *, model=None, api_
         usage.record(response)
         return recover_written_calls(settings, usage, response.choices[0].message, tool_schemas)
 
-    complete.model, complete.usage = settings.model, usage
+    complete.model, complete.usage, complete.timeout = settings.model, usage, timeout
     return complete
 
 
 def recover_written_calls(settings, usage: Usage, message, tool_schemas):
     """PROVIDED RECOVERY, for a local server only: a reply that is nothing but tool calls written as
     JSON (a small model ignoring its template's tool-call markup) becomes those calls, counted in
-    usage.recovered_calls. Hosted providers' replies are returned untouched (see text_calls.py)."""
+    usage.recovered_calls; a call quoted inside other text leaves the reply an answer, counted in
+    usage.quoted_calls (the report says so). Hosted providers' replies are returned untouched (see text_calls.py)."""
     if not local_server.is_local_model(settings):
         return message
-    recovered = text_calls.recover(message, tool_schemas)
+
+    def quoted(why):
+        usage.quoted_calls += 1
+
+    recovered = text_calls.recover(message, tool_schemas, quoted)
     if recovered is not message:
         usage.recovered_calls += len(recovered.tool_calls)
     return recovered
@@ -247,17 +264,27 @@ def _cost_of(response) -> float | None:
         return None
 
 
-def counting(complete, usage: Usage):
+def counting(complete, usage: Usage, watch=None):
     """Wrap ``complete`` so that every model call counts as a step, and every reply is bounded.
 
     bounded_reply runs before the loop sees the reply: unique string ids, plain tool names, no
     lone surrogates, at most MAX_CALLS_PER_TURN calls run per turn (the others answered with an error).
+    ``watch`` (a live.LiveView, or None) is told of each call as it starts, ends or fails: the run
+    you can watch on a terminal, seen from here so that your run_agent needs nothing for it.
     """
 
     def counted(messages, tool_schemas, **options):
         usage.steps += 1
-        # options: tool_choice, for --structured
-        return bounded_reply(complete(messages, tool_schemas, **options))
+        if watch is None:  # options: tool_choice, for --structured
+            return bounded_reply(complete(messages, tool_schemas, **options))
+        watch.calling(usage.steps, messages)
+        try:
+            reply = bounded_reply(complete(messages, tool_schemas, **options))
+        except BaseException as exc:
+            watch.failed(usage.steps, exc)
+            raise
+        watch.replied(usage.steps, reply, usage.finish_reason)
+        return reply
 
     return counted
 

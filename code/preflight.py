@@ -88,7 +88,9 @@ def _check(say, model, api_base, env, sleep, env_file) -> None:
         say("ok", "base URL: the provider's own (COPILOT_API_BASE is not set)")
     for problem in config.base_url_problems(settings.model, settings.api_base):
         say("warn", problem)
-    local = local_server.is_local_model(settings)
+    local, why = local_server.locality(settings)
+    hint = "" if getattr(settings, "local", None) is not None else "; COPILOT_LOCAL=1 or 0 decides otherwise"
+    say("ok", f"where: {'a local server' if local else 'a hosted provider'} ({why}{hint})")
     if local:
         say("ok", f"timeout: {llm.request_timeout(settings):g} s per model call (a local server; a hosted provider "
                   f"gets {llm.REQUEST_TIMEOUT} s)")
@@ -127,7 +129,7 @@ def window_finding(settings, hello_tokens: int) -> tuple[str, str]:
     first = hello_tokens + (PROMPT_CHARS + context_selector.CONTEXT_CHAR_BUDGET) // local_server.CHARS_PER_TOKEN
     window = local_server.context_window(settings)
     if window is None:
-        return "ok", (f"context window: not reported by the server (llama-server reports it at /props); a run's "
+        return "ok", (f"context window: not reported by the server (llama-server reports it at /props, Ollama at /api/show); a run's "
                       f"first prompt is about {first:,} tokens: start the server with a window of at least "
                       f"{first + local_server.ANSWER_ROOM:,}")
     level = "ok" if window >= first + local_server.ANSWER_ROOM else "warn"

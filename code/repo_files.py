@@ -632,6 +632,16 @@ def _is_binary(prefix: bytes) -> bool:
     return b"\x00" in prefix
 
 
+def sniff(tree: "TreeReader", relative) -> str:
+    """"text", "binary" or "unreadable", from a file's first BINARY_SNIFF_BYTES alone: what a whole
+    walk (the context index's budget) needs to know before it reads a file whole."""
+    try:
+        with tree.open(relative) as fh:
+            return "binary" if _is_binary(fh.read(BINARY_SNIFF_BYTES)) else "text"
+    except (ToolError, OSError):
+        return "unreadable"
+
+
 def _read_window(fh, first: int, last: int) -> tuple[list[str], int, bool]:
     """Decode lines first..last (1-based) and count the lines, reading at most MAX_SCAN_BYTES.
 

@@ -137,6 +137,9 @@ def print_report(result: Result, trace: bool = False, out=None) -> None:
               f"turn into a call:)\n{result.answer}\n(this model does not call tools reliably: try another)", file=out)
     else:
         print(result.answer, file=out)
+        if result.usage.quoted_calls:  # text_calls.py: a local model's reply quoting a call inside other text
+            print("\n(note: the model's reply quotes a tool call inside other text; it was kept as text, not run)",
+                  file=out)
         if result.termination == "answered" and str(result.usage.finish_reason).startswith("length"):
             print(f"\n(the reply reached the {result.usage.answer_cap:,}-token cap of one model call: it may be cut off)", file=out)
     if result.structured is not None:

@@ -23,7 +23,7 @@ from typing import Callable
 
 import agent_loop
 import tools
-from citations import CITATION  # plain_answer_arguments reads path:line citations with it
+from citations import CITATION, line_number  # plain_answer_arguments reads path:line citations with them
 
 
 # =========================================================================== S2: edit_file
@@ -377,8 +377,8 @@ def plain_answer_arguments(content: str) -> dict:
     """emit_answer's arguments read from a plain-text answer: its path:line citations (CITATION)."""
     citations = []
     for match in CITATION.finditer(content):
-        line = int(match.group(2))
-        end = max(int(match.group(3) or line), line)
+        line = line_number(match.group(2))  # bounded: int() refuses a 4,301-digit number outright
+        end = max(line_number(match.group(3)) if match.group(3) else line, line)
         citations.append({"path": match.group(1).removeprefix("./"), "start_line": line, "end_line": end})
     return {"answer": content, "citations": citations}
 

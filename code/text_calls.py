@@ -8,9 +8,11 @@ A small model that does not use its chat template's tool-call markup writes the 
     ```
 
     written_calls(text, names)   the calls a reply consists of, [(name, arguments)], or [] if it is anything else
-    recover(message, schemas)    PROVIDED RECOVERY, for a local server (llm.make_complete): the first
-                                 such calls in a reply (after a Thought, say) become real tool calls,
-                                 so the loop runs them and the model reads their real results
+    recover(message, schemas)    PROVIDED RECOVERY, for a local server (llm.make_complete): a reply that
+                                 is such calls, optionally after a short Thought, becomes real tool
+                                 calls, so the loop runs them and the model reads their real results;
+                                 a call quoted inside other text (before and after it, or in a fence
+                                 with other lines) leaves the reply an answer, with a note
     is_written_call(text)        the reply is nothing but a call written as JSON: for copilot.run this is
                                  a protocol failure, never an answer (every provider)
 
@@ -27,6 +29,7 @@ from types import SimpleNamespace
 
 RECOVERED_ID = "text_call_"          # ids of recovered calls: text_call_0, text_call_1, ...
 MAX_WRITTEN_CHARS = 20_000           # longer replies are not searched (agent_loop.MAX_ARGUMENT_CHARS)
+MAX_THOUGHT_CHARS = 600              # the text a recovered call may follow: a Thought of a few sentences
 # What may open a written call: a code fence (```json) or a tag the model borrowed from its template.
 OPENER = re.compile(r"```[A-Za-z_]*[ \t]*|<(tool_call|tools|function_call)>")
 LINE_START = re.compile(r"^(?=```|<(?:tool_call|tools|function_call)>|\{)", re.MULTILINE)
@@ -51,20 +54,27 @@ def written_calls(text, names=None) -> list[tuple[str, dict]]:
     return calls
 
 
-def first_calls(text, names) -> tuple[str, list[tuple[str, dict]]]:
-    """(the text before, the calls) for the first tool calls written as JSON that start a line of
-    ``text``, with the calls right after them; ("", []) when there are none. What follows the
-    calls is left out: a small model goes on to imagine their results."""
+def first_calls(text, names) -> tuple[str, list[tuple[str, dict]], str | None]:
+    """(the Thought, the calls, None) when ``text`` is a short Thought (at most MAX_THOUGHT_CHARS, no
+    code fence) followed by tool calls written as JSON that start a line, and nothing after them.
+    ("", [], why) when a call is there but inside other text: text after it, a long or fenced text
+    before it (a model explaining code quotes calls too); ("", [], None) when there is none."""
     if not isinstance(text, str) or len(text) > MAX_WRITTEN_CHARS or "{" not in text:
-        return "", []
+        return "", [], None
     for line in LINE_START.finditer(text):
         calls, at = [], line.start()
         while (block := _block_at(text, at, names)) is not None:
             calls.append(block[0])
             at = _skip(text, block[1])
-        if calls:
-            return text[:line.start()].strip(), calls
-    return "", []
+        if not calls:
+            continue
+        before = text[:line.start()].strip()
+        if at < len(text):
+            return "", [], "text follows the call"
+        if len(before) > MAX_THOUGHT_CHARS or "```" in before:
+            return "", [], "the call comes after more than a short Thought"
+        return before, calls, None
+    return "", [], None
 
 
 def _skip(text: str, at: int) -> int:
@@ -118,19 +128,23 @@ def is_written_call(text) -> bool:
     return bool(written_calls(text))
 
 
-def recover(message, tool_schemas):
+def recover(message, tool_schemas, quoted=None):
     """PROVIDED RECOVERY (local servers): ``message`` with a written-out call made a real tool call.
 
-    Returns the message unchanged when it already has tool calls or writes out no call to an
-    offered tool at the start of a line; else a message whose content is the text before the calls
-    (the Thought, or None) and one tool call per written call, with ids RECOVERED_ID0, RECOVERED_ID1,
-    ... so a transcript shows which calls were recovered. The text after the calls is dropped.
+    Returns the message unchanged when it already has tool calls, or when it is not a short Thought
+    followed by calls to offered tools and nothing else (first_calls): a call quoted inside prose,
+    or followed by text, leaves the reply an answer, and ``quoted(why)`` is called with the reason
+    so the run can say so. Else a message whose content is the Thought (or None) and one tool call
+    per written call, with ids RECOVERED_ID0, RECOVERED_ID1, ... so a transcript shows which calls
+    were recovered.
     """
     if getattr(message, "tool_calls", None):
         return message
     names = {s.get("function", {}).get("name") for s in tool_schemas or [] if isinstance(s, dict)}
-    thought, calls = first_calls(getattr(message, "content", None), names)
+    thought, calls, why = first_calls(getattr(message, "content", None), names)
     if not calls:
+        if why and quoted is not None:
+            quoted(why)
         return message
     return SimpleNamespace(content=thought or None, role="assistant", tool_calls=[
         SimpleNamespace(id=f"{RECOVERED_ID}{i}", type="function",

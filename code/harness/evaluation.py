@@ -12,9 +12,11 @@ import json
 import re
 import time
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
 
 import cli
+import harness.meter as meter_module
 from harness.meter import HARNESS_MAX_CALLS, HARNESS_MAX_TOKENS, HarnessCeiling, Meter, canonical
 from harness.strict_provider import ProviderRejected
 
@@ -115,6 +117,11 @@ def files_read(messages) -> list[str]:
     return sorted(paths)
 
 
+def _line(digits: str) -> int:
+    """A line number from a question file; past 9 digits it is past any file (int() refuses 4,301)."""
+    return int(digits) if len(digits) <= 9 else 10**9
+
+
 def matches_expected(spec: str, citations) -> bool:
     """Whether a real citation covers the expected one ("path", "path:line" or "path:a-b")."""
     path, _, lines = spec.partition(":")
@@ -122,7 +129,7 @@ def matches_expected(spec: str, citations) -> bool:
     for c in citations:
         if c.path != path or not (c.exists and c.in_range):
             continue
-        if not lines or (c.line <= int(hi or lo) and int(lo) <= c.end_line):
+        if not lines or (c.line <= _line(hi or lo) and _line(lo) <= c.end_line):
             return True
     return False
 
@@ -173,13 +180,18 @@ def copilot_module():
 
 def evaluate_question(q: Question, repo, model, *, run: str, usage=None, failure: str = "",
                       max_steps=None, top_k: int = 3, use_context: bool = True, cache_dir=None,
-                      max_tokens: int | None = None) -> Score:
+                      max_tokens: int | None = None, max_seconds: float | None = None) -> Score:
     """Run one question through copilot.run with ``model`` as ``complete`` and score it.
+
+    ``max_seconds`` replaces the harness's wall-clock ceiling (meter.HARNESS_MAX_SECONDS) for a real
+    model (model_ceiling).
 
     Raises NotImplementedError ("M<n>: ...") when a learner function is still a stub.
     """
     copilot = copilot_module()
     meter = Meter(model, HARNESS_MAX_CALLS, max_tokens or HARNESS_MAX_TOKENS, usage)
+    if max_seconds is not None:
+        meter.check_clock = partial(_check_clock, meter, max_seconds)  # the model's budget, not the harness's
     started = time.perf_counter()
     result, ended = None, ""
     try:
@@ -217,13 +229,34 @@ def evaluate_scripted(questions, repo, set_name: str, run: str, **options) -> li
     return scores
 
 
+def _check_clock(meter, max_seconds: float) -> None:
+    if time.perf_counter() - meter.started > max_seconds:
+        meter.stopped = f"harness ceiling: {max_seconds:g} s of wall time"
+        raise HarnessCeiling(meter.stopped)
+
+
+def model_ceiling(complete, max_steps=None) -> float:
+    """Seconds one question may take with a real model: its own budget per call (``complete.timeout``,
+    llm.request_timeout: 60 s for a hosted provider, ten times that for a local server) for each model
+    call the loop may make, and never less than the harness's HARNESS_MAX_SECONDS."""
+    per_call = getattr(complete, "timeout", None)
+    floor = meter_module.HARNESS_MAX_SECONDS
+    if not isinstance(per_call, (int, float)) or per_call <= 0:
+        return float(floor)
+    steps = max_steps or importlib.import_module("agent_loop").DEFAULT_MAX_STEPS
+    return float(max(floor, per_call * steps))
+
+
 def evaluate_model(questions, repo, complete, usage, label: str, budget: int, **options) -> list[Score]:
-    """Every question with a real model, until the token budget is spent."""
+    """Every question with a real model, until the token budget is spent; each question's wall-clock
+    ceiling is the model's own budget (model_ceiling), so a slow local model is not cut at 60 s."""
     scores, spent = [], 0
+    ceiling = model_ceiling(complete, options.get("max_steps"))
     for q in questions:
         if spent >= budget:
             break
-        score = evaluate_question(q, repo, complete, run=label, usage=usage, max_tokens=budget - spent, **options)
+        score = evaluate_question(q, repo, complete, run=label, usage=usage, max_tokens=budget - spent,
+                                  max_seconds=ceiling, **options)
         spent += score.tokens_in + score.tokens_out
         scores.append(score)
     return scores

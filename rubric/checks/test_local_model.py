@@ -68,11 +68,13 @@ def test_a_thought_before_the_call_stays_as_the_text():
     assert importlib.import_module("llm").bounded_reply(message).tool_calls[0].id == "text_call_0"
 
 
-def test_what_a_small_model_imagines_after_its_call_is_dropped():
+def test_text_after_the_call_makes_the_reply_an_answer_with_a_note():
+    # issue 28: recovering the first call and dropping the rest ate answers that quoted a call
     text = f"I look for the total.\n{FENCED}\nThis returned:\n```\nshop/service.py:9: invented\n```\nSo the answer is..."
     assert not text_calls.is_written_call(text)  # for a hosted model this is text, and stays text
-    message = text_calls.recover(NS(content=text, tool_calls=None), tools.TOOL_SCHEMAS)
-    assert message.content == "I look for the total." and [c.function.name for c in message.tool_calls] == ["read_file"]
+    notes = []
+    message = text_calls.recover(NS(content=text, tool_calls=None), tools.TOOL_SCHEMAS, notes.append)
+    assert message.content == text and not getattr(message, "tool_calls", None) and notes == ["text follows the call"]
 
 
 def test_a_real_tool_call_is_never_touched():
@@ -89,7 +91,7 @@ def test_a_real_tool_call_is_never_touched():
     ("ollama_chat/qwen3", None, True),                         # LiteLLM's default is localhost:11434
     ("openai/m", "http://192.168.1.20:8000/v1", False),        # another machine may be fast
     ("openai/gpt-4.1-mini", None, False),
-    ("groq/openai/gpt-oss-120b", "http://127.0.0.1:9/v1", False),  # a proxy or a fake in front of a hosted API
+    ("groq/openai/gpt-oss-120b", "http://127.0.0.1:9/v1", True),   # the name decides nothing (COPILOT_LOCAL=0 does)
     ("openai/m", "not a url", False),
 ])
 def test_local_means_a_model_served_on_this_machine(model, base, local):
@@ -121,7 +123,7 @@ def test_the_context_window_is_asked_of_a_local_server_only():
     local = NS(model="openai/m", api_base="http://127.0.0.1:8091/v1")
     assert local_server.context_window(local, opener=props) == 4096
     assert props.asked == [("http://127.0.0.1:8091/props", local_server.PROPS_TIMEOUT)]
-    assert local_server.context_window(NS(model="openai/m", api_base="https://api.example.com/v1"), opener=props) is None
+    assert local_server.context_window(NS(model="openai/m", api_base="https://203.0.113.7/v1"), opener=props) is None
     assert len(props.asked) == 1
     for body in ({"n_ctx": 4096}, {"default_generation_settings": {"n_ctx": "big"}}, OSError("refused"), []):
         assert local_server.context_window(local, opener=Props(body)) is None
@@ -146,9 +148,9 @@ def test_tool_descriptions_and_the_prompt_name_no_real_path_or_symbol():
 
 # ---------------------------------------------------------------- end to end, against a local fake
 
-def settings(finished, server, tmp_path, model="openai/qwen-1.5b"):
+def settings(finished, server, tmp_path, model="openai/qwen-1.5b", **extra):
     return finished.config.load_settings(env={"COPILOT_MODEL": model, "COPILOT_API_BASE": server.base_url,
-                                              "COPILOT_CACHE_DIR": str(tmp_path / "cache"), "GROQ_API_KEY": "k"})
+                                              "COPILOT_CACHE_DIR": str(tmp_path / "cache"), "GROQ_API_KEY": "k", **extra})
 
 
 def test_a_local_model_s_written_call_is_run_and_the_run_answers(finished, tmp_path):
@@ -165,7 +167,7 @@ def test_a_local_model_s_written_call_is_run_and_the_run_answers(finished, tmp_p
 
 def test_a_hosted_model_s_written_call_is_a_protocol_failure_not_an_answer(finished, tmp_path, capsys):
     with FakeServer([text_reply(FENCED)]) as server:
-        result = finished.copilot.run(QUESTION, FIXTURE_REPO, settings=settings(finished, server, tmp_path, "groq/x"),
+        result = finished.copilot.run(QUESTION, FIXTURE_REPO, settings=settings(finished, server, tmp_path, "groq/x", COPILOT_LOCAL="0"),
                                       use_context=False)
         sent = server.chat_requests[0]
     assert result.termination == "tool_call_as_text" and result.exit_code == 1 and result.usage.recovered_calls == 0

@@ -405,6 +405,8 @@ def env_for(provider, server, tmp_path, **extra) -> dict:
            "COPILOT_CACHE_DIR": str(tmp_path / "cache"), "COPILOT_NO_DOTENV": "1"}
     if provider in KEYS:
         env[KEYS[provider]] = "test-key-0123456789"
+    if provider != "ollama":  # a loopback stand-in for a hosted API: said, as for a proxy (issue 28)
+        env["COPILOT_LOCAL"] = "0"
     return {**env, **extra}
 
 
