@@ -45,7 +45,7 @@ import numpy as np
 import context_index
 from context_index import FileChunks, LexicalIndex, as_text, content_hash, file_lines, read_bytes
 from embeddings import EmbeddingFailed, LiteLLMEmbedder, dense_scores  # noqa: F401  (LiteLLMEmbedder: copilot.py builds one)
-from chunking import spans_of_lines, whole_statements
+from chunking import DEFINITION, DOC_SUFFIXES, headings, spans_of_lines, whole_statements
 from tools import TreeReader, printable, split_lines
 
 DEFAULT_TOP_FILES = 3             # k: how many files the injected context comes from
@@ -54,6 +54,10 @@ MAX_SNIPPETS_PER_FILE = 2
 SNIPPET_MAX_LINES = 40            # a longer chunk is shown as its most relevant 40 lines (chunking.whole_statements
                                   # may add up to STATEMENT_SLACK to end on a whole statement)
 PATH_WEIGHT = 5                   # a file name is strong evidence: its words count 5 times (bench/bench_retrieval.py)
+HEADING_WEIGHT = 3                # a doc section's heading path (page title, section titles): its words count 3 more times
+NAME_WEIGHT = 2                   # a Python chunk's definition name (def/class): its words count 2 more times
+SECOND_CHUNK_WEIGHT = 0.3         # a file's second-best chunk adds this share of its score (file_scores)
+STEM = True                       # fold -ed/-ing/-e endings too, so "compared" meets compare_digest
 # Questions to a coding copilot are mostly about what the code does: when a source file and a test,
 # a doc page or a changelog match equally well, show the source (MRR 0.55 -> 0.79 in bench_retrieval.py).
 ROLE_WEIGHTS = {"source": 1.0, "test": 0.5, "doc": 0.7, "changelog": 0.5}
@@ -66,11 +70,10 @@ HOWTO = re.compile(r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentat
 CHANGELOG_NAMES = re.compile(r"(history|changes|changelog|news)(\.(md|rst|txt))?$", re.IGNORECASE)
 TEST_DIRS = frozenset({"test", "tests", "testing"})
 DOC_DIRS = frozenset({"doc", "docs", "examples"})
-DOC_SUFFIXES = (".rst", ".md", ".txt")
 BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
 RRF_K = 60                        # reciprocal-rank fusion constant (the usual value)
-INDEX_VERSION = 5                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
+INDEX_VERSION = 6                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Pieces of an identifier: "HTTPServerError2" -> HTTP, Server, Error, 2; "order_total" -> order, total.
@@ -81,6 +84,14 @@ STOPWORDS = frozenset(
     "our should so that the their them then there these this to was we what when where which "
     "who why will with would you your py js ts md txt code file files function functions "
     "class classes method methods".split()
+)
+# More English function words (contractions' leftovers too: "isn't" -> isn, t): a question is
+# prose, and these match everywhere in docs and comments. Terms of one letter say nothing either.
+MORE_STOPWORDS = frozenset(
+    "about after all also am any because been before being both but could did didn doesn don each "
+    "either else every had has have having here isn just like may might more most much must no not "
+    "now only other over same some such than too very want way were whether while s t e g eg ie "
+    "wasn won shouldn aren something anything someone".split()
 )
 
 
@@ -175,9 +186,10 @@ def _fold_plural(word: str) -> str:
 
 def question_terms(question: str) -> list[str]:
     """The question's distinct terms, without the words that say nothing about code."""
-    words = [w for w in IDENTIFIER.findall(question) if w.lower() not in STOPWORDS]
-    terms = (t for w in words for t in identifier_terms(w))
-    return [t for t in dict.fromkeys(terms) if t not in STOPWORDS]
+    stop = STOPWORDS | MORE_STOPWORDS
+    words = [w for w in IDENTIFIER.findall(question) if w.lower() not in stop]
+    terms = (t for w in words for t in index_terms(w))
+    return [t for t in dict.fromkeys(terms) if t not in stop and len(t) > 1]
 
 
 def question_intent(question: str) -> str:
@@ -221,11 +233,19 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
     lines = split_lines(text)
     in_path = IDENTIFIER.findall(rel.rsplit(".", 1)[0])  # a file's name is strong evidence of its topic
     spans, sizes, words, counts = array("i"), array("i"), [], array("i")
+    titles = headings(lines) if rel.lower().endswith(DOC_SUFFIXES) and HEADING_WEIGHT else {}
+    title: tuple[str, ...] = ()
     for start, end in spans_of_lines(rel, lines):
         found = Counter(IDENTIFIER.findall("\n".join(lines[start - 1:end])))
         if found:  # blank lines between definitions carry nothing
             for _ in range(PATH_WEIGHT):
                 found.update(in_path)
+            title = titles.get(start, title)  # a long section's windows share its heading path
+            for _ in range(HEADING_WEIGHT if titles else 0):
+                found.update(IDENTIFIER.findall(" ".join(title)))
+            name = _definition_name(lines, start, end) if NAME_WEIGHT and rel.endswith(".py") else None
+            for _ in range(NAME_WEIGHT if name else 0):
+                found[name] += 1
             spans.extend((start, end))
             sizes.append(len(found))
             words.extend(found)
@@ -233,7 +253,45 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
     return digest, FileChunks(digest, spans, sizes, "\n".join(words), counts)
 
 
-RECIPE = context_index.Recipe(INDEX_VERSION, index_file, identifier_terms)
+def _definition_name(lines, start: int, end: int) -> str | None:
+    """The name a chunk defines (``def order_total`` -> 'order_total'), read from its first
+    definition line (after decorators), or None for the code between definitions."""
+    for line in lines[start - 1:min(end, start + 20)]:
+        stripped = line.lstrip()
+        if stripped.startswith("@"):
+            continue
+        match = DEFINITION.match(stripped)
+        if match:
+            name = IDENTIFIER.search(stripped, match.end())
+            return name.group() if name else None
+        return None
+    return None
+
+
+def index_terms(word: str) -> tuple[str, ...]:
+    """identifier_terms, each also stemmed (stem): what the index and the question are matched on."""
+    terms = identifier_terms(word)
+    if not STEM:
+        return terms
+    return tuple(dict.fromkeys(stem(t) for t in terms))
+
+
+def stem(term: str) -> str:
+    """'compared', 'comparing', 'compare' -> 'compar'; 'cached', 'cache' -> 'cach'. Crude on purpose:
+    a question and the code fold the same way, so a wrong cut costs little. Identifiers with an
+    underscore, short words and words with digits stay as they are."""
+    if len(term) <= 4 or not term.isalpha():
+        return term
+    for suffix in ("ing", "ed"):
+        if term.endswith(suffix) and len(term) - len(suffix) >= 4:
+            term = term[:-len(suffix)]
+            if term[-1] == term[-2] and term[-1] not in "lsz":  # stopped -> stop, but called -> call
+                term = term[:-1]
+            break
+    return term[:-1] if term.endswith("e") and term[-2] not in "aeiou" else term  # cookie, value stay
+
+
+RECIPE = context_index.Recipe(INDEX_VERSION, index_file, index_terms)
 
 
 # --------------------------------------------------------------------------- scoring
@@ -299,6 +357,26 @@ def fuse_rankings(*score_arrays) -> np.ndarray:
 
 # --------------------------------------------------------------------------- selecting snippets
 
+def file_scores(index: LexicalIndex, scores) -> np.ndarray:
+    """Per file: its best chunk's score, plus SECOND_CHUNK_WEIGHT times its second best's (a file
+    that answers with two chunks is more likely the topic than one that mentions it once)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    best = np.zeros(len(index.files))
+    if not SECOND_CHUNK_WEIGHT:
+        np.maximum.at(best, index.chunk_file, scores)
+        return best
+    order = np.argsort(-scores, kind="stable")
+    order = order[scores[order] > 0]
+    files = index.chunk_file[order]
+    _, first = np.unique(files, return_index=True)
+    best[files[first]] = scores[order[first]]
+    rest = np.ones(len(order), bool)
+    rest[first] = False
+    _, second = np.unique(files[rest], return_index=True)
+    best[files[rest][second]] += SECOND_CHUNK_WEIGHT * scores[order[rest][second]]
+    return best
+
+
 def pick_snippets(index: LexicalIndex, scores, terms, k: int, budget: int) -> list[Snippet]:
     """The best chunk of each of the top-k files first, then their next-best chunks while budget lasts.
 
@@ -308,8 +386,9 @@ def pick_snippets(index: LexicalIndex, scores, terms, k: int, budget: int) -> li
     order = np.argsort(-scores, kind="stable")
     order = order[scores[order] > 0]
     files = index.chunk_file[order]
-    _, first_seen = np.unique(files, return_index=True)
-    top = files[np.sort(first_seen)[:k]]                      # the k best files, best first
+    ranked = file_scores(index, scores)
+    top = np.argsort(-ranked, kind="stable")[:k]
+    top = top[ranked[top] > 0]                                # the k best files, best first
     per_file = [order[files == f][:MAX_SNIPPETS_PER_FILE] for f in top]
     read: dict[str, list[str]] = {}
     chosen = _fit([_snippet(index, int(c[0]), float(scores[c[0]]), terms, read) for c in per_file], budget, terms)
@@ -345,7 +424,7 @@ def _best_window(lines, start: int, end: int, terms: set) -> int:
 
 def _line_hits(lines, terms: set) -> list[int]:
     """How many of the question's terms each line holds."""
-    return [len(terms.intersection([t for w in set(IDENTIFIER.findall(line)) for t in identifier_terms(w)]))
+    return [len(terms.intersection([t for w in set(IDENTIFIER.findall(line)) for t in index_terms(w)]))
             for line in lines]
 
 

@@ -56,22 +56,34 @@ CORPUS = CODE_DIR.parent.parent / "shared" / "corpus"
 ARCHIVES = {"flask": "flask-3.1.0.tar.gz", "requests": "requests-2.32.3.tar.gz", "django": "Django-5.1.4.tar.gz"}
 SETS = {"v2": Path(__file__).with_name("retrieval_questions_v2.jsonl"),
         "v1": Path(__file__).with_name("retrieval_questions.jsonl")}
-WORD = re.compile(r"\w+")
+PLAIN_K1, PLAIN_B = 1.2, 0.75     # the baseline's constants, fixed whatever the selector uses
 
 
 # --------------------------------------------------------------------------- rankers
 
 def file_ranking(index, scores) -> list[str]:
-    """Files ordered by their best chunk's score (files with no matching chunk left out)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    best = np.zeros(len(index.files))
-    np.maximum.at(best, index.chunk_file, scores)
+    """Files ordered as select_context orders them (cs.file_scores; files with no matching chunk left out)."""
+    best = cs.file_scores(index, scores)
     order = np.argsort(-best, kind="stable")
     return [index.files[f][0] for f in order if best[f] > 0]
 
 
+def plain_tokens(text: str) -> list[str]:
+    """Issue 29's plain tokenizer: every word lower-cased, and an identifier also as its parts
+    ("order_total" -> order_total, order, total; "HTTPError" -> httperror, http, error). No stop
+    words, no plural folding, no path words."""
+    tokens = []
+    for word in cs.IDENTIFIER.findall(text):
+        whole = word.lower()
+        tokens.append(whole)
+        parts = [p.lower() for p in cs.IDENTIFIER_PART.findall(word)]
+        if len(parts) > 1:
+            tokens.extend(parts)
+    return tokens
+
+
 class PlainBM25:
-    """Textbook BM25 over the same chunks as the index, with lowercase \\w+ tokens."""
+    """Textbook BM25 (k1 = 1.2, b = 0.75) over the same chunks as the index, plain_tokens, no weights."""
 
     def __init__(self, index):
         postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -83,22 +95,22 @@ class PlainBM25:
             lines = cs.file_lines(index, index.files[file][0])  # each file read once
             for chunk in chunks:
                 text = "\n".join(lines[index.chunk_start[chunk] - 1:index.chunk_end[chunk]])
-                counts = Counter(WORD.findall(text.lower()))
+                counts = Counter(plain_tokens(text))
                 lengths[chunk] = sum(counts.values())
                 for term, tf in counts.items():
                     postings[term].append((chunk, tf))
         self.postings = {t: np.array(p, dtype=np.int64).T for t, p in postings.items()}
         self.n = index.n_chunks
-        self.norm = cs.BM25_K1 * (1 - cs.BM25_B + cs.BM25_B * lengths / max(lengths.mean(), 1.0))
+        self.norm = PLAIN_K1 * (1 - PLAIN_B + PLAIN_B * lengths / max(lengths.mean(), 1.0))
 
     def scores(self, question: str) -> np.ndarray:
         total = np.zeros(self.n)
-        for term in set(WORD.findall(question.lower())):
+        for term in set(plain_tokens(question)):
             if term not in self.postings:
                 continue
             chunks, tf = self.postings[term]
             idf = math.log1p((self.n - len(chunks) + 0.5) / (len(chunks) + 0.5))
-            total[chunks] += idf * tf * (cs.BM25_K1 + 1) / (tf + self.norm[chunks])
+            total[chunks] += idf * tf * (PLAIN_K1 + 1) / (tf + self.norm[chunks])
         return total
 
 
@@ -113,48 +125,70 @@ ABLATIONS = {
     "no question intent": {"INTENT_WEIGHTS": {}},
     "path weight 1": {"PATH_WEIGHT": 1},
     "path weight 0": {"PATH_WEIGHT": 0},
-    "no stop words": {"STOPWORDS": frozenset()},
+    "no stop words": {"STOPWORDS": frozenset(), "MORE_STOPWORDS": frozenset()},
+    "fewer stop words": {"MORE_STOPWORDS": frozenset()},
+    "k1 0.9": {"BM25_K1": 0.9}, "k1 1.6": {"BM25_K1": 1.6}, "b 0.5": {"BM25_B": 0.5}, "b 0.9": {"BM25_B": 0.9},
+    "heading weight 1": {"HEADING_WEIGHT": 1}, "heading weight 6": {"HEADING_WEIGHT": 6},
+    "name weight 4": {"NAME_WEIGHT": 4},
+    "best chunk only": {"SECOND_CHUNK_WEIGHT": 0}, "second chunk 0.15": {"SECOND_CHUNK_WEIGHT": 0.15},
+    "second chunk 0.5": {"SECOND_CHUNK_WEIGHT": 0.5},
+    "no heading words": {"HEADING_WEIGHT": 0},
+    "no name words": {"NAME_WEIGHT": 0},
+    "no stemming": {"STEM": False},
+    "doc windows": {"chunking.SECTIONS": False},
+    "as on 962e0be": {"SECOND_CHUNK_WEIGHT": 0, "MORE_STOPWORDS": frozenset(), "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
 }
 
 
 @contextlib.contextmanager
 def patched(changes: dict):
-    saved = {name: getattr(cs, name) for name in changes}
+    def owner(name):  # "chunking.SECTIONS" patches chunking, a bare name context_selector
+        module, _, attr = name.rpartition(".")
+        return (sys.modules[module] if module else cs), attr
+
+    saved = {name: getattr(*owner(name)) for name in changes}
     parallel = context_index.PARALLEL_MIN_BYTES
     try:
         for name, value in changes.items():
-            setattr(cs, name, value)
+            setattr(*owner(name), value)
         cs._terms_memo.clear()  # identifier_terms is memoized: a tokenizer change must not see old terms
         context_index.PARALLEL_MIN_BYTES = math.inf  # worker processes would import the unpatched module
         yield
     finally:
         for name, value in saved.items():
-            setattr(cs, name, value)
+            setattr(*owner(name), value)
         cs._terms_memo.clear()
         context_index.PARALLEL_MIN_BYTES = parallel
 
 
 def build(root, listing):
     """A fresh index (no cache), with the selector's functions as they are now (patched or not)."""
-    recipe = context_index.Recipe(cs.INDEX_VERSION, cs.index_file, cs.identifier_terms)
+    recipe = context_index.Recipe(cs.INDEX_VERSION, cs.index_file, cs.index_terms)
     return context_index.build_index(root, listing, recipe)
 
 
 # --------------------------------------------------------------------------- the run
 
-def load_questions(name: str) -> list[dict]:
+def load_questions(name) -> list[dict]:
+    """A set by name (v1, v2) or a JSON-lines file; v3's ``answers`` [{path, start, end}] become
+    ``relevant`` (the files they are in: the rankers rank files)."""
     questions = []
-    for line in SETS[name].read_text(encoding="utf-8").splitlines():
+    for line in Path(SETS.get(name, name)).read_text(encoding="utf-8").splitlines():
         if line.strip():
             q = json.loads(line)
+            if "answers" in q:
+                q["relevant"] = list(dict.fromkeys(a["path"] for a in q["answers"]))
             q.setdefault("relevant", [q.get("answer")])  # v1: one answering file, all source
             q.setdefault("style", "source")
             questions.append(q)
     return questions
 
 
-def extract(name: str, into: Path) -> Path:
-    """The repository's tree under ``into``, extracted from the corpus unless it is there already."""
+def extract(name: str, into: Path, trees: Path | None = None) -> Path:
+    """The repository's tree under ``into``, extracted from the corpus unless it is there already;
+    with ``trees``, the folder there named after the repository (an unpacked sdist, name-version)."""
+    if trees is not None:
+        return next(p for p in sorted(trees.iterdir()) if p.is_dir() and name.lower() in (p.name.lower(), p.name.lower().rsplit("-", 1)[0]))
     if not into.is_dir():
         into.mkdir(parents=True)
         with tarfile.open(CORPUS / ARCHIVES[name]) as tar:
@@ -242,8 +276,10 @@ def report(questions, ranks, baseline="plain BM25", main="lexical") -> None:
 
 
 def main() -> int:
+    global CORPUS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", choices=sorted(SETS), default="v2")
+    parser.add_argument("--set", default="v2", help="v1, v2 or a JSON-lines file of questions (v3: with --trees)")
+    parser.add_argument("--trees", metavar="DIR", help="the unpacked sdists the --set file's repositories name")
     parser.add_argument("--ablate", action="store_true", help="also rank with each ABLATIONS variant")
     parser.add_argument("--check", action="store_true", help="only verify the question set against the corpus")
     parser.add_argument("-v", action="store_true", help="list the lexical ranker's misses at rank 1")
@@ -255,9 +291,11 @@ def main() -> int:
     parser.add_argument("--input-types", default="", help="question,document input types, e.g. query,passage")
     parser.add_argument("--query-prefix", default="", help='e.g. "query: " for an e5 server that adds none')
     parser.add_argument("--document-prefix", default="", help='e.g. "passage: "')
+    parser.add_argument("--corpus", metavar="DIR", help=f"where the sdists are (default {CORPUS})")
     parser.add_argument("--cache", metavar="DIR", help="keep the trees and their vectors here (a rerun embeds nothing)")
     args = parser.parse_args()
-    if not CORPUS.is_dir():
+    CORPUS = Path(args.corpus) if args.corpus else CORPUS
+    if not CORPUS.is_dir() and not args.trees:
         print(f"skipped: {CORPUS} is not here (the corpus lives in ../shared, outside the project)")
         return 0
     questions = load_questions(args.set)
@@ -272,7 +310,7 @@ def main() -> int:
         tmp = Path(args.cache).expanduser() if args.cache else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         roots = {}
         for repo in dict.fromkeys(q["repo"] for q in questions):
-            roots[repo] = extract(repo, tmp / "trees" / repo)
+            roots[repo] = extract(repo, tmp / "trees" / repo, Path(args.trees) if args.trees else None)
         if args.check:
             return check(questions, roots)
         ranks = rank_all(questions, roots, ABLATIONS if args.ablate else {}, embed, tmp / "vectors")
@@ -283,7 +321,7 @@ def main() -> int:
         ranks["before"] = [saved["lexical"][key] for key in keys]  # KeyError: saved from another set
     if args.save:
         Path(args.save).write_text(json.dumps({name: dict(zip(keys, r)) for name, r in ranks.items()}), encoding="utf-8")
-    print(f"{len(questions)} questions ({args.set}) over " + ", ".join(ARCHIVES[r].removesuffix('.tar.gz') for r in roots)
+    print(f"{len(questions)} questions ({args.set}) over " + ", ".join(roots[r].name for r in roots)
           + " (whole trees: source, tests, docs)")
     report(questions, ranks)
     if args.v:
