@@ -218,13 +218,11 @@ def search_code(repo_root, query) -> str:
     total, budget = 0, MAX_SEARCH_TOTAL_BYTES
     give_up = time.monotonic() + MAX_SEARCH_SECONDS
     narrow = "search for a more specific identifier, or list_directory and read the likely files"
+    stopped = ""  # why the search ended before the end of the repository, if it did
     with TreeReader(repo_root) as tree:  # opens like open_in_root, each folder once
         for _, rel in iter_repo_files(repo_root):
-            if budget <= 0 or total >= MAX_SEARCH_MATCHES or time.monotonic() > give_up:
-                why = (f"reading {MAX_SEARCH_TOTAL_BYTES:,} bytes" if budget <= 0 else
-                       f"{MAX_SEARCH_MATCHES:,} matching lines" if total >= MAX_SEARCH_MATCHES else
-                       f"{MAX_SEARCH_SECONDS:g} s")
-                notes.append(f"[search stopped after {why}, before the end of the repository; {narrow}]")
+            if budget <= 0 or time.monotonic() > give_up:
+                stopped = f"reading {MAX_SEARCH_TOTAL_BYTES:,} bytes" if budget <= 0 else f"{MAX_SEARCH_SECONDS:g} s"
                 break
             try:
                 with tree.open(rel) as fh:
@@ -243,6 +241,9 @@ def search_code(repo_root, query) -> str:
             if not ascii_query and needle not in data.decode("utf-8", "replace").lower():
                 continue
             for number, line in matching_lines(data, needle):
+                if total >= MAX_SEARCH_MATCHES:  # a match past the cap: the count is "more than"
+                    stopped = f"{MAX_SEARCH_MATCHES:,} matching lines"
+                    break
                 total += 1
                 if len(hits) < MAX_SEARCH_HITS:
                     line_text = line.strip()
@@ -250,12 +251,18 @@ def search_code(repo_root, query) -> str:
                         line_text = line_text[:MAX_HIT_CHARS] + " [...]"
                     hits.append(f"{printable(rel)}:{number}: {line_text}")
                     _record(rel, number, number)
-                if total >= MAX_SEARCH_MATCHES or total % 256 == 0 and time.monotonic() > give_up:
+                if total % 256 == 0 and time.monotonic() > give_up:
+                    stopped = f"{MAX_SEARCH_SECONDS:g} s"
                     break
+            if stopped:  # also in the last file walked: the count must not look complete
+                break
+    if stopped:
+        notes.append(f"[search stopped after {stopped}, before the end of the repository; {narrow}]")
     if not hits:
         return "\n".join([f"No matches for {query!r}. Try a shorter or different identifier, or list_directory.", *notes])
-    if total > len(hits):
-        counted = f"more than {total:,}" if notes else f"{total:,}"
+    if total > len(hits) or stopped:
+        counted = (f"{total:,}" if not stopped else f"more than {total:,}" if stopped.endswith("matching lines")
+                   else f"at least {total:,}")
         notes.insert(0,
             f"[showing the first {len(hits)} of {counted} matches; search for a more specific "
             "identifier (a full function or class name) to narrow it]"
