@@ -54,6 +54,7 @@ MAX_SNIPPETS_PER_FILE = 2
 SNIPPET_MAX_LINES = 40            # a longer chunk is shown as its most relevant 40 lines (chunking.whole_statements
                                   # may add up to STATEMENT_SLACK to end on a whole statement)
 PATH_WEIGHT = 5                   # a file name is strong evidence: its words count 5 times (bench/bench_retrieval.py)
+DUNDER_PATHS = True               # leave __init__, __main__ out of a file's path words
 HEADING_WEIGHT = 3                # a doc section's heading path (page title, section titles): its words count 3 more times
 NAME_WEIGHT = 2                   # a Python chunk's definition name (def/class): its words count 2 more times
 SECOND_CHUNK_WEIGHT = 0.3         # a file's second-best chunk adds this share of its score (file_scores)
@@ -67,6 +68,14 @@ INTENT_WEIGHTS = {"test": {"source": 0.7, "test": 1.0}, "howto": {"doc": 1.0}}
 TEST_WORDS = frozenset({"test", "tests", "tested", "testing"})
 # "How do I deploy..." asks how to use something (docs); "How does X work?" asks what the code does.
 HOWTO = re.compile(r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentation|documented|tutorial)\b", re.IGNORECASE)
+# "Why is...", "What's the difference...", "What are slotted classes?": asked in words, with no name
+# from the code in them, these are what a doc page explains.
+CONCEPT = re.compile(r"\bwhy\b|\bdifference\b|^what (is|are)\b|\bwhat's\b", re.IGNORECASE)
+# A name from the code: `quoted`, snake_case, CamelCase, dotted.name or call().
+CODE_NAME = re.compile(r"`[^`]+`|\b[a-z0-9]+_[a-z0-9_]+\b|\b[A-Z][a-z0-9]+[A-Z]\w*|\b\w+\.\w+|\w\(\)")
+# "jinja2.exceptions.UndefinedError: ...": the module before an exception's name says where the
+# class is defined, not where it is raised (the file that answers); its words are left out.
+ERROR_MODULE = re.compile(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Z]\w*(?:Error|Exception|Warning|Exit)\b)")
 CHANGELOG_NAMES = re.compile(r"(history|changes|changelog|news)(\.(md|rst|txt))?$", re.IGNORECASE)
 TEST_DIRS = frozenset({"test", "tests", "testing"})
 DOC_DIRS = frozenset({"doc", "docs", "examples"})
@@ -85,14 +94,7 @@ STOPWORDS = frozenset(
     "who why will with would you your py js ts md txt code file files function functions "
     "class classes method methods".split()
 )
-# More English function words (contractions' leftovers too: "isn't" -> isn, t): a question is
-# prose, and these match everywhere in docs and comments. Terms of one letter say nothing either.
-MORE_STOPWORDS = frozenset(
-    "about after all also am any because been before being both but could did didn doesn don each "
-    "either else every had has have having here isn just like may might more most much must no not "
-    "now only other over same some such than too very want way were whether while s t e g eg ie "
-    "wasn won shouldn aren something anything someone".split()
-)
+MORE_STOPWORDS: frozenset = frozenset()  # bench_retrieval.py "more stop words": a longer list cost more than it gained
 
 
 @dataclass(frozen=True)
@@ -187,6 +189,8 @@ def _fold_plural(word: str) -> str:
 def question_terms(question: str) -> list[str]:
     """The question's distinct terms, without the words that say nothing about code."""
     stop = STOPWORDS | MORE_STOPWORDS
+    if ERROR_MODULE is not None:
+        question = ERROR_MODULE.sub("", question)
     words = [w for w in IDENTIFIER.findall(question) if w.lower() not in stop]
     terms = (t for w in words for t in index_terms(w))
     return [t for t in dict.fromkeys(terms) if t not in stop and len(t) > 1]
@@ -201,7 +205,11 @@ def question_intent(question: str) -> str:
     words = {w.lower() for w in IDENTIFIER.findall(question)}
     if words & TEST_WORDS:
         return "test"
-    return "howto" if HOWTO.search(question) else "code"
+    if HOWTO.search(question):
+        return "howto"
+    if CONCEPT is not None and CONCEPT.search(question) and not CODE_NAME.search(question):
+        return "howto"
+    return "code"
 
 
 # --------------------------------------------------------------------------- chunking
@@ -211,6 +219,8 @@ def file_role(rel: str) -> str:
     *folders, name = rel.lower().split("/")
     if CHANGELOG_NAMES.match(name):
         return "changelog"
+
+
     if TEST_DIRS.intersection(folders) or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
         return "test"
     if DOC_DIRS.intersection(folders) or name.endswith(DOC_SUFFIXES):
@@ -231,7 +241,8 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
     if text is None:
         return digest, None
     lines = split_lines(text)
-    in_path = IDENTIFIER.findall(rel.rsplit(".", 1)[0])  # a file's name is strong evidence of its topic
+    # A file's name is strong evidence of its topic; __init__ and __main__ say nothing about it.
+    in_path = [w for w in IDENTIFIER.findall(rel.rsplit(".", 1)[0]) if not (DUNDER_PATHS and w.startswith("__"))]
     spans, sizes, words, counts = array("i"), array("i"), [], array("i")
     titles = headings(lines) if rel.lower().endswith(DOC_SUFFIXES) and HEADING_WEIGHT else {}
     title: tuple[str, ...] = ()

@@ -118,6 +118,14 @@ def lexical_ranking(index, question: str) -> list[str]:
     return file_ranking(index, cs.score_chunks(index, cs.question_terms(question), cs.question_intent(question)))
 
 
+# Tried and left out (they cost more than they gained on the tuning questions): English function
+# words beyond STOPWORDS ("more stop words"), ...
+MORE_STOPWORDS = frozenset(
+    "about after all also am any because been before being both but could did didn doesn don each "
+    "either else every had has have having here isn just like may might more most much must no not "
+    "now only other over same some such than too very want way were whether while eg ie "
+    "wasn won shouldn aren something anything someone".split())
+
 # Each scoring choice switched off, to measure what it gains and what it costs (--ablate).
 # A variant patches context_selector while the index is built and the questions are ranked.
 ABLATIONS = {
@@ -125,18 +133,25 @@ ABLATIONS = {
     "no question intent": {"INTENT_WEIGHTS": {}},
     "path weight 1": {"PATH_WEIGHT": 1},
     "path weight 0": {"PATH_WEIGHT": 0},
-    "no stop words": {"STOPWORDS": frozenset(), "MORE_STOPWORDS": frozenset()},
-    "fewer stop words": {"MORE_STOPWORDS": frozenset()},
+    "no stop words": {"STOPWORDS": frozenset()},
+    "more stop words": {"MORE_STOPWORDS": MORE_STOPWORDS},
     "k1 0.9": {"BM25_K1": 0.9}, "k1 1.6": {"BM25_K1": 1.6}, "b 0.5": {"BM25_B": 0.5}, "b 0.9": {"BM25_B": 0.9},
     "heading weight 1": {"HEADING_WEIGHT": 1}, "heading weight 6": {"HEADING_WEIGHT": 6},
     "name weight 4": {"NAME_WEIGHT": 4},
+    "doc weight 1": {"ROLE_WEIGHTS": {**cs.ROLE_WEIGHTS, "doc": 1.0}},
+    "doc weight 0.85": {"ROLE_WEIGHTS": {**cs.ROLE_WEIGHTS, "doc": 0.85}},
+    "doc weight 0.6": {"ROLE_WEIGHTS": {**cs.ROLE_WEIGHTS, "doc": 0.6}},
+    "no concept": {"CONCEPT": None},
+    "dunder path words": {"DUNDER_PATHS": False},
+
+    "error module kept": {"ERROR_MODULE": None},
     "best chunk only": {"SECOND_CHUNK_WEIGHT": 0}, "second chunk 0.15": {"SECOND_CHUNK_WEIGHT": 0.15},
     "second chunk 0.5": {"SECOND_CHUNK_WEIGHT": 0.5},
     "no heading words": {"HEADING_WEIGHT": 0},
     "no name words": {"NAME_WEIGHT": 0},
     "no stemming": {"STEM": False},
     "doc windows": {"chunking.SECTIONS": False},
-    "as on 962e0be": {"SECOND_CHUNK_WEIGHT": 0, "MORE_STOPWORDS": frozenset(), "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
+    "as on 962e0be": {"DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
 }
 
 
