@@ -45,6 +45,8 @@ DOC_SUFFIXES = (".rst", ".md", ".txt")
 SECTIONS = True                   # doc pages by section (False: by windows, as other text)
 MD_HEADING = re.compile(r"#{1,6}[ \t]+\S")
 FENCE = re.compile(r"(```|~~~)")
+ADORNMENTS = frozenset("=-~^\"'`#*+:.")
+HEADING_STARTS = frozenset("#")
 RST_ADORNMENT = re.compile(r"([=\-~^\"'`#*+:.])\1{2,}[ \t]*$")
 
 
@@ -58,10 +60,12 @@ def headings(lines) -> dict[int, tuple[str, ...]]:
     """
     found, styles, path, fenced = {}, [], [], False
     for i, line in enumerate(lines):
-        if FENCE.match(line.lstrip()):
+        if ("```" in line or "~~~" in line) and FENCE.match(line.lstrip()):
             fenced = not fenced
         if fenced:
             continue
+        if not line or line[0] not in HEADING_STARTS and (i + 1 >= len(lines) or lines[i + 1][:1] not in ADORNMENTS):
+            continue  # most lines: neither "# Title" nor followed by an underline (checked cheaply first)
         title, style, start = None, None, i
         if MD_HEADING.match(line):
             level_mark = len(line) - len(line.lstrip("#"))

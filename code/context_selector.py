@@ -243,20 +243,18 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
     lines = split_lines(text)
     # A file's name is strong evidence of its topic; __init__ and __main__ say nothing about it.
     in_path = [w for w in IDENTIFIER.findall(rel.rsplit(".", 1)[0]) if not (DUNDER_PATHS and w.startswith("__"))]
+    path_words = in_path * PATH_WEIGHT
     spans, sizes, words, counts = array("i"), array("i"), [], array("i")
     titles = headings(lines) if rel.lower().endswith(DOC_SUFFIXES) and HEADING_WEIGHT else {}
-    title: tuple[str, ...] = ()
+    title_words: list[str] = []
+    is_python = rel.endswith(".py") and NAME_WEIGHT > 0
     for start, end in spans_of_lines(rel, lines):
-        found = Counter(IDENTIFIER.findall("\n".join(lines[start - 1:end])))
-        if found:  # blank lines between definitions carry nothing
-            for _ in range(PATH_WEIGHT):
-                found.update(in_path)
-            title = titles.get(start, title)  # a long section's windows share its heading path
-            for _ in range(HEADING_WEIGHT if titles else 0):
-                found.update(IDENTIFIER.findall(" ".join(title)))
-            name = _definition_name(lines, start, end) if NAME_WEIGHT and rel.endswith(".py") else None
-            for _ in range(NAME_WEIGHT if name else 0):
-                found[name] += 1
+        if start in titles:  # a long section's windows share its heading path
+            title_words = IDENTIFIER.findall(" ".join(titles[start])) * HEADING_WEIGHT
+        own = IDENTIFIER.findall("\n".join(lines[start - 1:end]))
+        if own:  # blank lines between definitions carry nothing
+            name = _definition_name(lines, start, end) if is_python else None
+            found = Counter(own + path_words + title_words + [name] * NAME_WEIGHT if name else own + path_words + title_words)
             spans.extend((start, end))
             sizes.append(len(found))
             words.extend(found)
@@ -291,7 +289,7 @@ def stem(term: str) -> str:
     """'compared', 'comparing', 'compare' -> 'compar'; 'cached', 'cache' -> 'cach'. Crude on purpose:
     a question and the code fold the same way, so a wrong cut costs little. Identifiers with an
     underscore, short words and words with digits stay as they are."""
-    if len(term) <= 4 or not term.isalpha():
+    if len(term) <= 4 or not term.endswith(("ing", "ed", "e")) or not term.isalpha():
         return term
     for suffix in ("ing", "ed"):
         if term.endswith(suffix) and len(term) - len(suffix) >= 4:
