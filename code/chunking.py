@@ -4,9 +4,10 @@
 
 Python is chunked by its definitions: each top-level function and class with its decorators (a
 class longer than MAX_CHUNK_LINES by method), and the lines between them (imports, constants) as
-chunks of their own. Any other text, and any definition still too long, by overlapping windows
-of WINDOW_LINES lines. context_selector.py counts the words of each chunk; this file only says
-where chunks begin and end. Change it, and bump context_selector.INDEX_VERSION.
+chunks of their own. Doc pages (.rst, .md, .txt) by section, from one heading to the next
+(context_selector adds each section's heading path to its words). Any other text, and any
+definition or section still too long, by overlapping windows of WINDOW_LINES lines.
+context_selector.py counts the words of each chunk; this file only says where chunks begin and end. Change it, and bump context_selector.INDEX_VERSION.
 """
 
 from __future__ import annotations

