@@ -87,6 +87,7 @@ DOC_DIRS = frozenset({"doc", "docs", "examples"})
 BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
 RRF_K = 60                        # reciprocal-rank fusion constant (the usual value)
+DENSE_WEIGHT = 1.0                # the dense ranking's weight in the fusion (bench_retrieval.py --dense-weights)
 INDEX_VERSION = 6                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -140,7 +141,7 @@ def select_context(question, repo_root, k=DEFAULT_TOP_FILES, embed=None, cache_d
         except EmbeddingFailed as exc:  # the run goes on: lexical context is still good context
             print(f"context: embeddings unavailable ({exc}); using lexical context only", file=sys.stderr)
         else:
-            scores = fuse_rankings(scores, dense).astype(np.float32)
+            scores = fuse_rankings(scores, dense, weights=(1.0, DENSE_WEIGHT)).astype(np.float32)
     if exclude:
         hidden = np.array([f[0].startswith(tuple(exclude)) for f in index.files] or [False])
         scores = np.where(hidden[index.chunk_file], 0, scores)
@@ -355,17 +356,18 @@ def dense_chunk_scores(index: LexicalIndex, question: str, embed, cache_dir, int
     return (similarity - similarity.min()) * role_prior(index, intent)
 
 
-def fuse_rankings(*score_arrays) -> np.ndarray:
-    """Reciprocal-rank fusion: each ranking gives a chunk 1/(RRF_K + rank); the sums are compared.
+def fuse_rankings(*score_arrays, weights=None) -> np.ndarray:
+    """Reciprocal-rank fusion: each ranking gives a chunk weight/(RRF_K + rank); the sums are compared.
 
     Chunks with a zero score in a ranking get nothing from it (no evidence is not evidence).
+    ``weights``: one per ranking (default 1 each); select_context gives the dense one DENSE_WEIGHT.
     """
     fused = np.zeros(len(score_arrays[0]), dtype=np.float64)
-    for scores in score_arrays:
+    for scores, weight in zip(score_arrays, weights or [1.0] * len(score_arrays)):
         order = np.argsort(-scores, kind="stable")
         ranks = np.empty(len(scores), dtype=np.float64)
         ranks[order] = np.arange(1, len(scores) + 1)
-        fused += np.where(scores > 0, 1.0 / (RRF_K + ranks), 0.0)
+        fused += np.where(scores > 0, weight / (RRF_K + ranks), 0.0)
     return fused
 
 

