@@ -4,9 +4,10 @@
 
 Python is chunked by its definitions: each top-level function and class with its decorators (a
 class longer than MAX_CHUNK_LINES by method), and the lines between them (imports, constants) as
-chunks of their own. Any other text, and any definition still too long, by overlapping windows
-of WINDOW_LINES lines. context_selector.py counts the words of each chunk; this file only says
-where chunks begin and end. Change it, and bump context_selector.INDEX_VERSION.
+chunks of their own. Doc pages (.rst, .md, .txt) by section, from one heading to the next
+(context_selector adds each section's heading path to its words). Any other text, and any
+definition or section still too long, by overlapping windows of WINDOW_LINES lines.
+context_selector.py counts the words of each chunk; this file only says where chunks begin and end. Change it, and bump context_selector.INDEX_VERSION.
 """
 
 from __future__ import annotations
@@ -32,7 +33,56 @@ def chunk_spans(rel: str, text: str) -> list[tuple[int, int]]:
 def spans_of_lines(rel: str, lines: list[str]) -> list[tuple[int, int]]:
     if rel.endswith(".py"):
         return python_spans(lines, code_starts(lines), 0, len(lines), "")
+    if rel.lower().endswith(DOC_SUFFIXES) and SECTIONS:
+        starts = sorted(headings(lines)) or [1]
+        bounds = ([1] if starts[0] > 1 else []) + starts + [len(lines) + 1]
+        return [span for a, b in zip(bounds, bounds[1:]) for span in windows(a, b - 1)]
     return windows(1, len(lines))
+
+
+# --------------------------------------------------------------------------- doc pages by section
+
+DOC_SUFFIXES = (".rst", ".md", ".txt")
+SECTIONS = True                   # doc pages by section (False: by windows, as other text)
+MD_HEADING = re.compile(r"#{1,6}[ \t]+\S")
+FENCE = re.compile(r"(```|~~~)")
+ADORNMENTS = frozenset("=-~^\"'`#*+:.")
+HEADING_STARTS = frozenset("#")
+RST_ADORNMENT = re.compile(r"([=\-~^\"'`#*+:.])\1{2,}[ \t]*$")
+
+
+def headings(lines) -> dict[int, tuple[str, ...]]:
+    """{line where a section starts (1-based): its heading path, page title first} for a doc page.
+
+    Markdown ``# Title`` lines (not inside a fenced block) and reStructuredText titles (a line
+    underlined, and maybe overlined, by a run of one punctuation character at least as long). A
+    heading's level is its number of '#', or the order in which its adornment style first appears
+    (reStructuredText's own rule), so the path holds the page title and every enclosing section.
+    """
+    found, styles, path, fenced = {}, [], [], False
+    for i, line in enumerate(lines):
+        if ("```" in line or "~~~" in line) and FENCE.match(line.lstrip()):
+            fenced = not fenced
+        if fenced:
+            continue
+        if not line or line[0] not in HEADING_STARTS and (i + 1 >= len(lines) or lines[i + 1][:1] not in ADORNMENTS):
+            continue  # most lines: neither "# Title" nor followed by an underline (checked cheaply first)
+        title, style, start = None, None, i
+        if MD_HEADING.match(line):
+            level_mark = len(line) - len(line.lstrip("#"))
+            title, style = line.strip("# \t"), f"#{level_mark}"
+        elif (i + 1 < len(lines) and line.strip() and not RST_ADORNMENT.match(line)
+              and RST_ADORNMENT.match(lines[i + 1]) and len(lines[i + 1].rstrip()) >= len(line.rstrip())):
+            over = i > 0 and lines[i - 1].rstrip() == lines[i + 1].rstrip()
+            title, style, start = line.strip(), ("over" if over else "") + lines[i + 1][0], i - over
+        if title is None:
+            continue
+        if style not in styles:
+            styles.append(style)
+        level = sorted(styles).index(style) if style.startswith("#") else styles.index(style)
+        path = path[:level] + [title]
+        found[start + 1] = tuple(path)
+    return found
 
 
 def python_spans(lines, starts, first: int, last: int, indent: str, depth: int = 0) -> list[tuple[int, int]]:

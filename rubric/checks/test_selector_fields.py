@@ -1,0 +1,82 @@
+"""Issue 29's ranking choices, each checked for what it is for: doc pages by section with their
+heading path, the name a chunk defines, folded word endings, the question's intent and the
+exception module left out of a pasted error."""
+
+from __future__ import annotations
+
+import chunking
+import context_selector as cs
+
+RST = """Signing
+=======
+
+Intro words.
+
+Key rotation
+------------
+
+A list of secrets is tried in turn.
+
+Salts
+-----
+
+Namespaces for signatures.
+"""
+
+MD = """# Init
+
+```python
+# not a heading inside a fence
+```
+
+## Defaults
+
+Fresh lists.
+"""
+
+
+def test_rst_and_markdown_headings_give_section_starts_and_paths():
+    lines = RST.split("\n")
+    found = chunking.headings(lines)
+    assert found == {1: ("Signing",), 6: ("Signing", "Key rotation"), 11: ("Signing", "Salts")}
+    md = chunking.headings(MD.split("\n"))
+    assert md == {1: ("Init",), 7: ("Init", "Defaults")}  # the fenced comment is no heading
+
+
+def test_a_doc_page_is_chunked_by_section():
+    assert chunking.chunk_spans("docs/signing.rst", RST) == [(1, 5), (6, 10), (11, 14)]
+    assert chunking.chunk_spans("notes.log", RST) == [(1, 14)]  # not a doc page: windows
+
+
+def test_the_section_that_answers_is_the_snippet(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "signing.rst").write_text(RST)
+    (tmp_path / "app.py").write_text("def sign(value):\n    return value\n")
+    snippets = cs.select_context("why rotate keys?", tmp_path, k=1, cache_dir=tmp_path / "cache")
+    assert snippets and snippets[0].path == "docs/signing.rst" and snippets[0].start_line == 6, snippets
+
+
+def test_the_defined_name_outweighs_a_mention(tmp_path):
+    (tmp_path / "a.py").write_text("def other():\n    return render_page(1) + render_page(2)\n")
+    (tmp_path / "b.py").write_text("def render_page(n):\n    return n\n")
+    snippets = cs.select_context("what does render_page do?", tmp_path, k=2, cache_dir=tmp_path / "cache")
+    assert [s.path for s in snippets][:1] == ["b.py"], snippets
+
+
+def test_endings_fold_the_same_way_in_questions_and_code():
+    assert cs.stem("compared") == cs.stem("compare") == cs.stem("comparing")
+    assert cs.stem("cached") == cs.stem("cache")
+    assert cs.stem("cookie") == "cookie" and cs.stem("status") == "status" and cs.stem("order_total") == "order_total"
+
+
+def test_why_questions_without_code_names_ask_the_docs():
+    assert cs.question_intent("Why isn't HTML escaping on by default?") == "howto"
+    assert cs.question_intent("What is the difference between null and blank?") == "howto"
+    assert cs.question_intent("Why does `Signer.sign` add a dot?") == "code"  # a name from the code
+    assert cs.question_intent("How does the session cookie get signed?") == "code"
+
+
+def test_an_exceptions_module_path_is_left_out_of_a_pasted_error():
+    terms = cs.question_terms("jinja2.exceptions.UndefinedError: 'dict object' has no attribute 'title'")
+    assert "undefinederror" in terms and "exception" not in terms and "jinja2" not in terms
+    assert "exception" in cs.question_terms("how are exceptions raised?")
