@@ -9,6 +9,7 @@ from pathlib import Path
 PROVIDER_VARIABLES = (
     "GROQ_API_KEY", "OPENAI_API_KEY", "ANTHROPIC_API_KEY", "GEMINI_API_KEY", "GOOGLE_API_KEY",
     "COPILOT_MODEL", "COPILOT_API_BASE", "COPILOT_API_KEY", "EMBEDDING_MODEL", "EMBEDDING_API_BASE",
+    "COPILOT_LOCAL",  # decides local vs hosted budgets (issue 28): a learner's export must not steer tests
 )
 
 
