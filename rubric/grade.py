@@ -125,11 +125,14 @@ def write_class_page(results: list, path: Path, reports: Path, pairs=()) -> None
 def finalize(args) -> int:
     out = args.out or Path("grading-reports")
     final = args.csv or args.finalize.with_name(args.finalize.stem + "-final.csv")
+    before = final.stat().st_mtime_ns if final.is_file() else None
     errors = decisions.finalize(args.finalize, out, final, args.feedback or out / "feedback")
     for line in errors:
         print(f"grade.py --finalize: {terminal(line)}", file=sys.stderr)
-    if not errors:
-        print(f"grade.py: final grades in {final}; feedback in {args.feedback or out / 'feedback'}/", file=sys.stderr)
+    if final.is_file() and final.stat().st_mtime_ns != before:   # one bad row refuses that row, not the class
+        print(f"grade.py: final grades in {final}; feedback in {args.feedback or out / 'feedback'}/"
+              + (f" (without the {len(errors)} problem(s) above: fix those rows and run --finalize again)" if errors else ""),
+              file=sys.stderr)
     return 2 if errors else 0
 
 
