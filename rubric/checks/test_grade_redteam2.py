@@ -81,3 +81,224 @@ def test_finalize_refuses_one_bad_row_and_writes_the_rest_of_the_class(tmp_path)
         final = sorted(safe_text.csv_uncell(r["learner"]) for r in csv.DictReader(fh))
     assert final == sorted(["'=1+1", "alice:1", "alice_1"]), final
     assert len(list((tmp_path / "fb").glob("*.md"))) == 3
+
+
+# --------------------------------------------------------------------------- 1. not observed is not passed
+
+from grading import battery, board as board_mod, criteria, sandbox, synthetic, workspace  # noqa: E402
+
+BWRAP_WHY = sandbox.choose("bubblewrap")[1]
+needs_bwrap = pytest.mark.skipif(bool(BWRAP_WHY), reason=f"bubblewrap cannot run here: {BWRAP_WHY}")
+POSIX_ONLY = pytest.mark.skipif(os.name != "posix", reason="fork, signals and rlimits are POSIX")
+
+
+def _ev(tests: dict, expected: list, probes=(), parsing=(), looping=(), ran=None, cause="", gaps=()):
+    b = board_mod.Board(tests=[board_mod.Test(n, board_mod._milestone(n), o) for n, o in tests.items()],
+                        expected=list(expected), ran=ran or grader.runner.Ran(["pytest"], 0, "", "", 1.0))
+    bat = battery.Battery(probes=list(probes), parsing=list(parsing), looping=list(looping),
+                          not_observed=list(gaps), cause=cause)
+    return {"board": b, "battery": bat, "signals": [], "saved_runs": [], "understanding": {}, "prose": {},
+            "failure": {}, "defences": None, "integrity": {"modules": {}, "functions": {}},
+            "contradicted": battery.contradicted(b, bat)}
+
+
+def _named(number: int) -> list:
+    return criteria.load_rubric()[number].tests
+
+
+def test_a_named_test_missing_from_the_stream_is_a_hold_never_all_zero_pass():
+    """An import that exits under pytest left the stream empty: C2 read "all 0 cases pass"
+    (Proficient) and C3 "all 0 M1 test cases pass" before."""
+    expected = _named(2) + _named(3)
+    ev = _ev({}, expected)
+    for number in (2, 3):
+        c = criteria.load_rubric()[number]
+        s = criteria._observed(number, c, ev, criteria._s("Proficient", ["all 0 cases pass"], "C2.tests_pass"))
+        assert s.mark == "HOLD" and s.rule == "HOLD.not_observed", (number, s)
+    # every named test reported: the rule's own level stands
+    full = _ev({n: "passed" for n in expected}, expected)
+    s = criteria._observed(2, criteria.load_rubric()[2], full, criteria._s("Proficient", ["x"], "C2.tests_pass"))
+    assert s.level == "Proficient" and s.mark is None
+
+
+def test_probes_not_asked_are_not_observed_never_failed_and_a_grader_deadline_is_a_read():
+    """The battery killed at its deadline under a neighbour's load marked 43 unasked probes "hung":
+    a false "tests contradicted outside" and "encodings ... got through"."""
+    asked = {"class": "encodings", "probe": "a", "kind": "relative", "argument": "'a'", "result": "refused", "detail": ""}
+    unasked = dict(asked, probe="b", result=battery.NOT_ASKED, detail="not asked: the deadline passed")
+    bat = battery.Battery(probes=[asked, unasked, dict(unasked, **{"class": "long paths"})])
+    assert bat.classes()["encodings"]["status"] == "not observed"
+    assert bat.classes()["long paths"]["status"] == "not observed"
+    assert bat.broken() == [] and bat.held() == []
+    tests = {n: "passed" for n in _named(3)}
+    ev = _ev(tests, list(tests), probes=bat.probes, cause="grader", gaps=["the battery's deadline passed under load"])
+    assert ev["contradicted"] == []
+    c = criteria.load_rubric()[3]
+    s = criteria._observed(3, c, ev, criteria._sandbox(c, dict(ev, failure={}, understanding={})))
+    assert s.mark == "READ" and s.rule == "READ.not_observed" and s.level != "Missing", s
+    assert any("grader's own limits" in r for r in s.reasons)
+    learner = dict(ev, battery=battery.Battery(probes=bat.probes, cause="learner", not_observed=["killed the probe"]))
+    assert criteria._observed(3, c, learner, s).mark == "HOLD"
+
+
+def test_a_battery_cut_short_by_the_graders_deadline_runs_once_more(monkeypatch):
+    calls = []
+
+    def fake(*args, **kwargs):
+        calls.append(1)
+        return battery.Battery(cause="grader", not_observed=["deadline"]) if len(calls) == 1 else battery.Battery()
+
+    monkeypatch.setattr(battery, "_run_battery", fake)
+    again = battery.run_battery(Path("lab"), Path("home"), 512)
+    assert len(calls) == 2 and again.attempts == 2 and again.cause == ""
+
+
+EXIT_WHEN_OBSERVED = '''
+import os as _o, sys as _s
+if "pytest" in _s.modules or "battery_probe" in " ".join(_s.argv):
+    _o._exit(0)
+'''
+
+
+def _submission(tmp_path: Path, top: str = "", functions=None) -> Path:
+    from classroom import own_bodies
+    sub = synthetic.make(tmp_path / "sub", code="reference", docs="filled", functions=functions or own_bodies())
+    tools = sub / "code" / "tools.py"
+    text = tools.read_text(encoding="utf-8")
+    cut = text.index("\n", text.index("from __future__")) + 1
+    tools.write_text(text[:cut] + top + text[cut:], encoding="utf-8")
+    return sub
+
+
+@needs_bwrap
+def test_an_import_that_exits_when_observed_earns_holds_and_a_flag_not_levels(tmp_path):
+    """The issue's reproducer: three lines in tools.py made 52 -> 72, "Flags: none"."""
+    from grading import report
+    r = grader.grade(_submission(tmp_path, EXIT_WHEN_OBSERVED), quick=True, sandbox="bubblewrap", as_submitted=True)
+    marks = {c["number"]: (c["level"], c.get("rule")) for c in r["criteria"]}
+    assert all(marks[n] == ("HOLD", "HOLD.not_observed") for n in (1, 2, 3)), marks
+    assert any(f.startswith("not observed") for f in report.flags(r)), report.flags(r)
+
+
+STALL = '''
+import time as _t
+_t.sleep(600)
+'''
+
+
+@needs_bwrap
+def test_an_import_that_stalls_ends_that_learners_budget_in_seconds(tmp_path):
+    """Every command waited for its own timeout before (622 s wall for 1.4 s of CPU). Now the
+    battery's import check (shortened here) ends the learner's budget: the rest is skipped, C1-C3
+    HOLD. Run as a child so the old grader is stopped at 120 s instead of holding the suite."""
+    import subprocess
+    sub = _submission(tmp_path, STALL)
+    code = (f"import sys; sys.path.insert(0, {str(RUBRIC)!r}); sys.path.insert(0, {str(RUBRIC / 'checks')!r})\n"
+            "import json; from pathlib import Path; from grading import battery, grader\n"
+            "battery.IMPORT_SECONDS = 5\n"
+            f"r = grader.grade(Path({str(sub)!r}), quick=True, sandbox='bubblewrap', as_submitted=True)\n"
+            "print(json.dumps({'marks': [[c['number'], c['level'], c.get('rule')] for c in r['criteria']],"
+            " 'seconds': r['seconds'], 'runs': r['runs']}))\n")
+    proc = subprocess.Popen([sys.executable, "-c", code], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, 15)
+        proc.communicate(timeout=60)
+        pytest.fail("grading a submission whose import stalls took over 120 s")
+    r = json.loads(out.strip().splitlines()[-1])
+    marks = {n: (level, rule) for n, level, rule in r["marks"]}
+    assert all(marks[n] == ("HOLD", "HOLD.not_observed") for n in (1, 2, 3)), (marks, err[-800:])
+    assert r["seconds"] < 60, r
+    assert any("skipped" in how for _, how in r["runs"]), r["runs"]
+
+
+# --------------------------------------------------------------------------- 3. the probe looks ordinary, its channel is out of reach
+
+def _with_guard(agent_loop: Path, guard: str) -> None:
+    """``guard`` put at the start of run_agent's body (after its docstring)."""
+    import ast
+    text = agent_loop.read_text(encoding="utf-8")
+    fn = next(n for n in ast.parse(text).body if isinstance(n, ast.FunctionDef) and n.name == "run_agent")
+    lines = text.splitlines(keepends=True)
+    at = fn.body[0].end_lineno if isinstance(fn.body[0], ast.Expr) else fn.body[0].lineno - 1
+    lines.insert(at, "".join("    " + x + "\n" for x in guard.strip("\n").splitlines()))
+    agent_loop.write_text("".join(lines), encoding="utf-8")
+
+
+def _battery_on(tmp_path: Path, guard: str) -> battery.Battery:
+    from classroom import own_bodies
+    sub = synthetic.make(tmp_path / "sub", code="reference", docs="filled", functions=own_bodies())
+    _with_guard(sub / "code" / "agent_loop.py", guard)
+    lab, home, tree = tmp_path / "lab", tmp_path / "home", tmp_path / "tree"
+    home.mkdir()
+    tree.mkdir()
+    workspace.build_lab(lab, sub / "code", as_submitted=True)
+    box = grader.make_box("bubblewrap", tmp_path, lab, home, tree)
+    return battery.run_battery(lab, home, 1536, box=box, base=tree)
+
+
+CAP_ONLY_WHEN_OBSERVED = r'''
+import os as _o, sys as _s
+_seen = {_o.path.basename(str(x)) for x in (_s.argv[0] if _s.argv else "", getattr(_s.modules.get("__main__"), "__file__", ""))}
+try:
+    _seen |= {_o.path.basename(x) for x in open("/proc/self/cmdline", "rb").read().decode("utf-8", "replace").split("\0")}
+except OSError:
+    pass
+if not ("pytest" in _s.modules or _seen & {"battery_probe.py", "grade.py", "pytest", "__main__.py"}):
+    max_steps = 10 ** 9   # unobserved: no cap at all
+'''
+
+
+@needs_bwrap
+@POSIX_ONLY
+def test_a_loop_capped_only_while_observed_is_seen_uncapped_by_the_probe(tmp_path):
+    """Capped only when pytest is loaded or argv names a grader tool: 90 against 61 uncapped, no flag.
+    The probe now runs as an ordinary `copilot.py`, without pytest or a grader module loaded."""
+    b = _battery_on(tmp_path, CAP_ONLY_WHEN_OBSERVED)
+    never_stops = [p for p in b.looping if "never stops" in p["probe"]]
+    assert never_stops and never_stops[0]["result"] == "wrong", b.looping
+    assert "more than" in never_stops[0]["detail"] or "model calls" in never_stops[0]["detail"], never_stops
+
+
+FORGE_OWN_ANSWER = r'''
+import json as _j, os as _o, sys as _s
+_q, _f = None, _s._getframe()
+while _f is not None:     # the question (and its nonce) in a caller's frame
+    for _v in list(_f.f_locals.values()):
+        if isinstance(_v, dict) and "script" in _v:
+            _q = _v
+    _f = _f.f_back
+if _q is not None:
+    _script = _q["script"]
+    if "answer" not in _script[-1]:
+        _ret, _seen, _tr = "MAX_STEPS_REACHED", [[]] * _q["max_steps"], []
+    else:
+        _ret, _seen = _script[-1]["answer"], [[]] * len(_script)
+        _tr = [["system", "", "s"], ["user", "", "q"]]
+        for _turn in _script[:-1]:
+            _ids = [c[0] for c in _turn["calls"]]
+            _tr += [["assistant", _ids, ""]] + [["tool", i, "Error: x"] for i in _ids]
+        _tr.append(["assistant", "", _ret])
+    _line = {"nonce": _q.get("nonce"), "returned": _ret, "type": "str", "seen": _seen, "transcript": _tr}
+    for _fd in [1] + list(range(3, 40)):   # the grader's channel, wherever it is
+        try:
+            _o.write(_fd, (_j.dumps(_line) + "\n").encode())
+            _o.write(_fd, (_j.dumps({"seq": _q.get("seq"), "answer": _line}) + "\n").encode())
+        except OSError:
+            pass
+    return _ret
+'''
+
+
+@needs_bwrap
+@POSIX_ONLY
+def test_a_run_agent_that_never_calls_the_model_cannot_write_its_own_verdict(tmp_path):
+    """The nonce sat in a caller's frame and fd 1 was the grader's channel: a run_agent that never
+    called the model answered for itself and was judged correct. Now the nonce never reaches the
+    process that runs learner code, fd 1 there is /dev/null, and the model calls are counted by the
+    probe's keeper, which learner code cannot reach."""
+    b = _battery_on(tmp_path, FORGE_OWN_ANSWER)
+    assert b.looping and all(p["result"] == "wrong" for p in b.looping), b.looping
+    assert any("0 model calls" in p["detail"] for p in b.looping), b.looping

@@ -26,6 +26,7 @@ from harness.milestones import ALL, milestone_of_test_file  # noqa: E402  (the c
 from harness.plugin import NOT_DONE_PREFIX, REPEATED_MESSAGE  # noqa: E402  (the words the board prints)
 
 PYTEST_TIMEOUT = 420        # the whole run; each test has its own, shorter, limit
+FIRST_RECORD_SECONDS = 120  # no test started by then: the session is ended (an import that stalls)
 
 
 @dataclass
@@ -47,6 +48,26 @@ class Board:
     ran: object = None        # runner.Ran of the pytest process
     source: str = "stream"    # stream (read live by the grader) | log (a file: containers only)
     collection_error: str = ""
+    expected: list = field(default_factory=list)   # "file::test" the lab defines in the files that were run
+
+    def missing(self) -> list:
+        """Tests the lab defines that the stream never mentioned (not even as a file that failed to
+        collect): not observed, never passed."""
+        if any(t.nodeid == "collection" for t in self.tests):
+            return []
+        failed_files = {t.nodeid for t in self.tests if "::" not in t.nodeid}
+        return [n for n in self.expected if n.split("::")[0] not in failed_files and not self.named(n)]
+
+    def cause(self) -> str:
+        """Whose doing the missing tests are: "learner" when the session ended by itself, was skipped
+        after the learner's import stalled, or never reported a single test before its deadline;
+        "grader" when its deadline cut a session short that was reporting tests."""
+        ran = self.ran
+        if ran is None or getattr(ran, "skipped", ""):
+            return "learner"
+        if ran.timed_out and self.tests:
+            return "grader"
+        return "learner"
 
     def of(self, milestone: str) -> list:
         return [t for t in self.tests if t.milestone == milestone]
@@ -111,6 +132,11 @@ def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, limits: tupl
             if streamed:
                 os.close(write_fd)
                 write_fd = None
+                child.wait(child.started + FIRST_RECORD_SECONDS)
+                if child.timed_out and not lines:   # not one test started: the import stalls (the learner's)
+                    child.end()
+                else:
+                    child.timed_out = False
             ran = child.finish()
     finally:
         if write_fd is not None:
@@ -119,7 +145,8 @@ def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, limits: tupl
         reader.join(timeout=5)    # everything is dead by now; a descriptor held elsewhere cannot hold us
     else:
         lines = _read_lines(log)
-    board = Board(ran=ran, source="stream" if streamed else "log")
+    board = Board(ran=ran, source="stream" if streamed else "log", expected=[n for n in defined_tests(lab, files)
+                                                                           if stretch or not _is_stretch(n)])
     board.tests = _resolve_repeats(_from_log(lines))
     errors = [t for t in board.tests if t.outcome == "failed" and (t.milestone is None or "::" not in t.nodeid)]
     if errors:
@@ -127,6 +154,35 @@ def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, limits: tupl
     if not board.tests and not ran.timed_out:
         board.collection_error = (ran.stdout[-1500:] + ran.stderr[-1500:]).strip()
     return board
+
+
+def skipped_board(lab: Path, stretch: bool, quick: bool, why: str) -> Board:
+    """The board of a session not run (the learner's import already stalled): every test not observed."""
+    files = sorted(str(p.relative_to(lab)) for pattern in CORE_FILES for p in lab.glob(pattern)) if quick else ["code/tests"]
+    return Board(ran=runner.Ran(["pytest"], None, "", why, 0.0, skipped=why),
+                 expected=[n for n in defined_tests(lab, files) if stretch or not _is_stretch(n)])
+
+
+def _is_stretch(nodeid: str) -> bool:
+    m = milestone_of_test_file(nodeid.split("::", 1)[0])
+    return bool(m and m.stretch)
+
+
+def defined_tests(lab: Path, run: list) -> list:
+    """"code/tests/test_x.py::test_name" for every test function in the files (or folders) ``run``."""
+    import ast
+    out = []
+    for item in run:
+        path = lab / item
+        for f in sorted(path.glob("test_*.py")) if path.is_dir() else [path]:
+            try:
+                tree = ast.parse(f.read_text(encoding="utf-8"))
+            except (OSError, SyntaxError, ValueError):
+                continue
+            rel = f.relative_to(lab).as_posix()
+            out += [f"{rel}::{n.name}" for n in tree.body
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_")]
+    return out
 
 
 LINE_BYTES = 64 << 10       # a real record is a few KB (its message is cut at 1,500 characters)

@@ -89,7 +89,7 @@ def suggest(rubric: dict, ev: dict) -> dict:
     rules = {1: _implementation, 2: _loop, 3: _sandbox, 4: _understanding, 5: _failure, 6: _evaluation, 7: _starcall}
     out = {}
     for number, rule in rules.items():
-        s = _hold(number, ev) or rule(rubric[number], ev)
+        s = _hold(number, ev) or _observed(number, rubric[number], ev, rule(rubric[number], ev))
         s.points = 0 if s.mark == "HOLD" else rubric[number].points[s.level]
         out[number] = s
     return out
@@ -128,6 +128,51 @@ def _hold(number, ev):
         return None
     return _s("HOLD", [w for _, w in why] + ["talk to the learner before any level: ask them to walk you through "
                                              "the code and the change"], why[0][0], "high", "HOLD")
+
+
+def not_observed(number: int, c, ev) -> tuple:
+    """(gaps the learner's code caused, gaps the grader's own limits caused) in what decides code
+    criterion ``number``: guiding tests the stream never mentioned, probes never asked."""
+    board, battery = ev["board"], ev["battery"]
+    learner, grader = [], []
+    missing = board.missing() if hasattr(board, "missing") else []
+    if number == 2:
+        missing = [n for n in missing if any(n == t or n.endswith("::" + t.split("::")[-1]) for t in c.tests)]
+    elif number == 3:
+        missing = [n for n in missing if "test_m1_" in n or any(n == t for t in c.tests if "test_m3_" in t)]
+    if missing:
+        names = ", ".join(n.split("::")[-1] for n in missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        why = f"{len(missing)} guiding test(s) never reported ({names}): {board.ran.describe() if board.ran else 'not run'}"
+        (learner if board.cause() == "learner" else grader).append(why)
+    if battery.not_observed:
+        asked = {1: True, 2: battery.error or any(p["result"] == "not asked" for p in battery.parsing + battery.looping),
+                 3: battery.error or any(v["status"] == "not observed" for v in battery.classes().values())}[number]
+        if asked:
+            (learner if battery.cause == "learner" else grader).append(
+                "instructor battery: " + "; ".join(battery.not_observed[:3]) +
+                (" (asked twice)" if battery.attempts > 1 else ""))
+    return learner, grader
+
+
+def _observed(number, c, ev, s):
+    """``s`` when everything that decides code criterion ``number`` was observed. What was not observed
+    never counts as passing: a HOLD where the learner's code caused the gap (an import that exits or
+    stalls, a probe it killed), a READ where the grader's own limits did (asked again first)."""
+    if number not in (1, 2, 3) or s.mark == "HOLD" or "board" not in ev:
+        return s
+    if all(i.get("stub") for q, i in ev["integrity"].get("functions", {}).items() if q in FUNCTION_CRITERION) \
+            and ev["integrity"].get("functions"):
+        return s    # nothing of theirs ran: the stubs' level says more
+    learner, grader = not_observed(number, c, ev)
+    if learner:
+        return _s("HOLD", [f"not observed: {w}" for w in learner] + [
+            "the learner's code kept the grader from observing this (it exited, stalled or killed the probe): "
+            "talk to the learner before any level"], "HOLD.not_observed", "high", "HOLD")
+    if grader:
+        return _s(s.level, [f"not observed (the grader's own limits, not the learner's code): {w}" for w in grader]
+                  + [f"suggested from what was observed: {r}" for r in s.reasons], "READ.not_observed", "low", "READ",
+                  s.quotes)
+    return s
 
 
 def _contradicted(ev) -> dict:
