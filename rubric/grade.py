@@ -71,9 +71,10 @@ def parse_args(argv):
                    "(--finalize default: OUT/feedback)")
     p.add_argument("--finalize", type=Path, metavar="EDITED_CSV", help="the grades CSV with your decisions: check it, "
                    "then write final grades (--csv, default EDITED-final.csv) and feedback, from the reports in --out")
-    p.add_argument("--sandbox", choices=("auto", "bubblewrap", "docker", "podman"), default="auto",
+    p.add_argument("--sandbox", choices=("auto", "bubblewrap", "docker", "podman", "user"), default="auto",
                    help="where learner code runs (default: bubblewrap on Linux; docker/podman need "
-                        "GRADE_DOCKER_IMAGE, default debian:bookworm-slim, pulled beforehand)")
+                        "GRADE_DOCKER_IMAGE, default debian:bookworm-slim, pulled beforehand; user: as root, "
+                        "learner code runs as the unprivileged GRADE_SANDBOX_USER, one learner at a time)")
     p.add_argument("--no-sandbox", action="store_true", help="run learner code with YOUR privileges (your files, "
                    "your network, your processes); only for code you trust, or inside a VM or container")
     args = p.parse_args(argv)
@@ -165,6 +166,8 @@ def main(argv=None) -> int:
         return 2
     out = args.out or Path("grading-reports")
     results: dict[Path, dict] = {}
+    if kind == "user":   # every process of that user is killed after each command: one learner at a time
+        args.jobs = 1
     # Each learner is graded in child processes, so a few at once use the CPUs the machine has.
     with ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
         running = {pool.submit(grade_one, learner, args, out): learner for learner in learners}

@@ -302,3 +302,140 @@ def test_a_run_agent_that_never_calls_the_model_cannot_write_its_own_verdict(tmp
     b = _battery_on(tmp_path, FORGE_OWN_ANSWER)
     assert b.looping and all(p["result"] == "wrong" for p in b.looping), b.looping
     assert any("0 model calls" in p["detail"] for p in b.looping), b.looping
+
+
+# --------------------------------------------------------------------------- 2. Gradescope without namespaces
+
+import shutil  # noqa: E402
+import subprocess  # noqa: E402
+import tempfile  # noqa: E402
+
+AUTOGRADE = RUBRIC / "gradescope" / "autograde.py"
+FAILING_BWRAP = "#!/bin/sh\necho 'bwrap: No permissions to create new namespace' >&2\nexit 1\n"
+
+
+def _autograde(tmp_path: Path, sub: Path, results: Path, user: str, timeout: float = 600) -> dict:
+    """autograde.py as run_autograder runs it, with a bwrap that fails first on PATH (as in a
+    container whose seccomp profile refuses namespaces)."""
+    fake = tmp_path / "fakebin"
+    fake.mkdir()
+    (fake / "bwrap").write_text(FAILING_BWRAP)
+    (fake / "bwrap").chmod(0o755)
+    env = {k: v for k, v in os.environ.items() if k != "LESSON06_IMPL"}
+    env.update(PATH=f"{fake}{os.pathsep}{env.get('PATH', '/usr/bin:/bin')}", GRADESCOPE_SUBMISSION=str(sub),
+               GRADESCOPE_RESULTS=str(results), GRADESCOPE_WORK=str(tmp_path / "work"), GRADESCOPE_GRADE_ARGS="--quick",
+               GRADE_SANDBOX_USER=user)
+    proc = subprocess.run([sys.executable, str(AUTOGRADE)], env=env, capture_output=True, text=True, timeout=timeout,
+                          cwd=tmp_path)
+    assert results.is_file(), (proc.stdout[-800:], proc.stderr[-800:])
+    return json.loads(results.read_text(encoding="utf-8"))
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="bubblewrap and the Gradescope image are Linux")
+def test_without_bubblewrap_or_a_separate_user_gradescope_says_not_graded_safely(tmp_path):
+    """autograde.py fell back to --no-sandbox before: learner code ran as root in the container."""
+    from classroom import own_bodies
+    sub = synthetic.make(tmp_path / "sub", code="reference", docs="filled", functions=own_bodies())
+    data = _autograde(tmp_path, sub, tmp_path / "results" / "results.json", user="no-such-user-lesson06")
+    notes = " ".join(t["output"] for t in data["tests"])
+    assert data["score"] == 0 and "could not be graded safely" in notes, data
+    assert all(t["visibility"] == "hidden" for t in data["tests"]), data["tests"]
+    assert not (tmp_path / "work" / "reports").exists(), "grade.py ran learner code without a sandbox"
+
+
+SPY = r'''
+import os as _o, time as _t, glob as _g
+def _spy(log_path, results, source):
+    pid = _o.fork()
+    if pid:
+        try:
+            _o.waitpid(pid, 0)
+        except OSError:
+            pass
+        return
+    try:
+        _o.setsid()
+        if _o.fork():
+            _o._exit(0)
+        log = open(log_path, "a")
+        for p in _g.glob("/proc/[0-9]*/environ"):
+            try:
+                if b"GRADESCOPE_RESULTS" in open(p, "rb").read():
+                    log.write("environ " + p + "\n")
+            except OSError:
+                pass
+        try:
+            open(_o.path.join(source, "planted"), "w").write("x")
+            log.write("source\n")
+        except OSError:
+            pass
+        end = _t.time() + 40
+        while _t.time() < end:
+            try:
+                with open(results, "w") as fh:
+                    fh.write('{"score": 100, "tests": []}')
+                log.write("wrote\n")
+            except OSError:
+                pass
+            log.write("alive %f\n" % _t.time())
+            log.flush()
+            _t.sleep(0.1)
+    finally:
+        _o._exit(0)
+try:
+    _spy(LOG, RESULTS, SOURCE)
+except Exception:
+    pass
+'''
+
+
+@pytest.fixture
+def learner_user():
+    """A throwaway unprivileged account (root only), removed afterwards."""
+    if not sys.platform.startswith("linux") or os.geteuid() != 0 or not shutil.which("useradd"):
+        pytest.skip("the separate-user mode needs root and useradd (as Gradescope's container has)")
+    name = "l06check"
+    subprocess.run(["useradd", "--system", "--no-create-home", "--home-dir", "/nonexistent", "--shell",
+                    "/usr/sbin/nologin", name], capture_output=True, timeout=60)
+    why = sandbox.user_works(name)
+    if why:
+        subprocess.run(["userdel", name], capture_output=True, timeout=60)
+        pytest.skip(f"learner code cannot run as a separate user here: {why}")
+    yield name
+    sandbox.kill_user(name)
+    subprocess.run(["userdel", name], capture_output=True, timeout=60)
+
+
+def test_as_a_separate_user_a_daemon_neither_reads_the_grader_nor_outlives_it(tmp_path, learner_user):
+    """The issue's reproducer: a double-forked daemon read the results path from the grader's
+    environ and rewrote results.json to 100 after the grader wrote 85. As a separate user it reads
+    no environ, writes nothing of the autograder's, and is dead before results.json is written."""
+    from classroom import own_bodies
+    shared = Path(tempfile.mkdtemp(prefix="l06-check-"))
+    try:
+        spy, source, results_dir = shared / "spy", shared / "source", shared / "results"
+        for folder, mode in ((spy, 0o1777), (source, 0o755), (results_dir, 0o755)):
+            folder.mkdir()
+            folder.chmod(mode)
+        shared.chmod(0o755)
+        results = results_dir / "results.json"
+        sub = synthetic.make(tmp_path / "sub", code="reference", docs="filled", functions=own_bodies())
+        tools = sub / "code" / "tools.py"
+        text = tools.read_text(encoding="utf-8")
+        cut = text.index("\n", text.index("from __future__")) + 1
+        spy_code = SPY.replace("LOG", repr(str(spy / "log"))).replace("RESULTS", repr(str(results))) \
+            .replace("SOURCE", repr(str(source)))
+        tools.write_text(text[:cut] + spy_code + text[cut:], encoding="utf-8")
+        data = _autograde(tmp_path, sub, results, user=learner_user)
+        ended = __import__("time").time()
+        __import__("time").sleep(1.5)
+        after = json.loads(results.read_text(encoding="utf-8"))
+        log = (spy / "log").read_text() if (spy / "log").exists() else ""
+        alive = [float(x.split()[1]) for x in log.splitlines() if x.startswith("alive")]
+        assert alive, "the payload never ran: the check proves nothing"
+        assert after == data and after["score"] != 100 and after["extra_data"]["sandbox"] == "user", after
+        assert "wrote" not in log and "source" not in log and "environ" not in log, log[:500]
+        assert max(alive) < ended, f"the daemon was alive {max(alive) - ended:.2f} s after autograde.py ended"
+        assert sandbox._processes_of(sandbox.user_ids(learner_user)[0]) == []
+    finally:
+        shutil.rmtree(shared, ignore_errors=True)

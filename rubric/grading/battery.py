@@ -330,6 +330,8 @@ def _run_battery(lab: Path, home: Path, memory_mb: int, box=None, base: Path | N
     shutil.copyfile(lab / "rubric" / "grading" / "battery_probe.py", script)
     os.chmod(run, 0o755)
     os.chmod(script, 0o644)
+    if box is not None:
+        box.share(readable=[base])
     battery = Battery()
     questions = [("resolve", p) for p in probes(t)] + [("dispatch", p) for p in dispatch_probes(t, helpers)]
     with runner.Child([script, lab / "code", str(IMPORT_SECONDS)], cwd=t["parent"], env=runner.child_env(home), timeout=BATTERY_WALL_CAP + 30,

@@ -44,6 +44,11 @@ def make_box(sandbox: str, tmp: Path, lab: Path, home: Path, battery: Path) -> B
     if kind in ("docker", "podman"):
         os.chmod(home, 0o777)   # the container's unprivileged user writes there
         return Box(kind, readonly=[lab, battery], writable=[home])
+    if kind == "user":   # no mounts: modes decide what the learner's user reads (the lab) and writes (home)
+        box = Box(kind, readonly=[lab, battery], writable=[home], user=sandbox_mod.SANDBOX_USER)
+        os.chmod(tmp, 0o711)
+        box.share(readable=[battery], writable=[home])
+        return box
     return Box(kind, readonly=[lab, battery], scratch=[home] if kind == "bubblewrap" else [],
                writable=[] if kind == "bubblewrap" else [home])
 
@@ -70,6 +75,7 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
         battery_tree.mkdir()
         box = make_box(sandbox, tmp, lab, home, battery_tree)
         missing = workspace.build_lab(lab, root / "code", as_submitted)
+        box.share(readable=[lab])
         # The battery first: it imports the learner's modules within seconds. An import that stalls
         # there (or in the tests) ends this learner's budget: the rest is skipped, not observed.
         battery = battery_mod.run_battery(lab, home, memory_mb, box=box, base=battery_tree)

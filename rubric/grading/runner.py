@@ -20,7 +20,7 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from grading.sandbox import Box, Group, is_secret_name
+from grading.sandbox import MAX_PROCESSES, Box, Group, is_secret_name
 
 POSIX = os.name == "posix"
 DEFAULT_MEMORY_MB = 1536          # pytest + litellm needs < 1 GiB of address space
@@ -97,8 +97,9 @@ def drop_own_secrets() -> list:
     return dropped
 
 
-def _limits(memory_mb: int, group: Group | None):
-    processes = None if group else _process_ceiling()  # counted here, in the grader: the child must not read /proc
+def _limits(memory_mb: int, group: Group | None, user: str = ""):
+    # counted here, in the grader: the child must not read /proc. A separate user runs nothing else.
+    processes = None if group else (MAX_PROCESSES if user else _process_ceiling())
 
     def apply():  # runs in the child, before exec
         import resource
@@ -113,6 +114,9 @@ def _limits(memory_mb: int, group: Group | None):
         # hard, so it cannot be raised back: 256 processes x the usual 20,000+ could fill the host's file table
         files = min(MAX_OPEN_FILES, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
         resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
+        if user:   # last: the limits above are set while still allowed to
+            from grading.sandbox import become
+            become(user)
     return apply
 
 
@@ -172,7 +176,7 @@ class Child:
         # -s: no user site-packages, so a .pth one command planted in the writable HOME runs in no later one
         self.command = [sys.executable, "-s", *map(str, args)]
         self.name = f"lesson06-grade-{uuid.uuid4().hex[:12]}"
-        self.group = Group.make(memory_mb) if POSIX and self.box.kind in ("bubblewrap", "none") else None
+        self.group = Group.make(memory_mb) if POSIX and self.box.kind in ("bubblewrap", "none", "user") else None
         self.limits = self._describe_limits()
         self.box.limits = self.limits
         self._out = tempfile.TemporaryDirectory(prefix="grade-out-")   # the grader's; never inside the box
@@ -180,7 +184,8 @@ class Child:
         argv, run_env = self.box.wrap(self.command, Path(cwd), env, memory_mb, self.name)
         self.started = time.monotonic()
         container = self.box.kind in ("docker", "podman")   # its client is not the learner's code
-        options = {"start_new_session": True, "preexec_fn": None if container else _limits(memory_mb, self.group)} \
+        options = {"start_new_session": True, "preexec_fn": None if container else
+                   _limits(memory_mb, self.group, self.box.user if self.box.kind == "user" else "")} \
             if POSIX else {}
         if _STOPPING.is_set():
             self.proc, self.error, self.timed_out = None, "could not start: the grader is stopping", False
@@ -199,7 +204,9 @@ class Child:
         from grading import sandbox
         where = {"bubblewrap": "bubblewrap (user, PID, network, IPC, mount, UTS namespaces; lab read-only)",
                  "docker": "docker (--network none, read-only lab)", "podman": "podman (--network none, read-only lab)",
-                 "none": "no sandbox: learner code ran with the instructor's privileges"}[self.box.kind]
+                 "none": "no sandbox: learner code ran with the instructor's privileges",
+                 "user": f"a separate unprivileged user ({self.box.user}; no namespaces: every process of that user "
+                         "killed after each command)"}[self.box.kind]
         if self.box.kind in ("docker", "podman"):
             holds = f"container limits {self.memory_mb} MB, {sandbox.MAX_PROCESSES} tasks"
         elif self.group is not None:
