@@ -273,7 +273,7 @@ while _f is not None:     # the question (and its nonce) in a caller's frame
 if _q is not None:
     _script = _q["script"]
     if "answer" not in _script[-1]:
-        _ret, _seen, _tr = "MAX_STEPS_REACHED", [[]] * _q["max_steps"], []
+        _ret, _seen, _tr = "MAX_STEPS_REACHED", [[]] * (_q["max_steps"] or 10), []
     else:
         _ret, _seen = _script[-1]["answer"], [[]] * len(_script)
         _tr = [["system", "", "s"], ["user", "", "q"]]
@@ -300,7 +300,7 @@ def test_a_run_agent_that_never_calls_the_model_cannot_write_its_own_verdict(tmp
     process that runs learner code, fd 1 there is /dev/null, and the model calls are counted by the
     probe's keeper, which learner code cannot reach."""
     b = _battery_on(tmp_path, FORGE_OWN_ANSWER)
-    assert b.looping and all(p["result"] == "wrong" for p in b.looping), b.looping
+    assert b.looping and not any(p["result"] == "correct" for p in b.looping), b.looping
     assert any("0 model calls" in p["detail"] for p in b.looping), b.looping
 
 
@@ -439,3 +439,57 @@ def test_as_a_separate_user_a_daemon_neither_reads_the_grader_nor_outlives_it(tm
         assert sandbox._processes_of(sandbox.user_ids(learner_user)[0]) == []
     finally:
         shutil.rmtree(shared, ignore_errors=True)
+
+
+NO_TYPE_CHECK = '''
+import sys as _s
+_r = _s.modules.get("_pytest.reports")
+if _r is not None and not getattr(_r, "_one_forged", False):   # forge one test, the one without a probe before
+    _r._one_forged = True
+    _orig = _r.TestReport.from_item_and_call.__func__
+    def _passed(cls, item, call):
+        rep = _orig(cls, item, call)
+        if "test_non_string_path_raises" in item.nodeid:
+            rep.outcome, rep.longrepr = "passed", None
+        return rep
+    _r.TestReport.from_item_and_call = classmethod(_passed)
+if "\\x00" in str(rel_path) or len(str(rel_path)) > MAX_PATH_CHARS:
+    raise ValueError("NUL in the path, or too long")
+root = Path(repo_root).resolve()
+try:
+    target = (root / rel_path).resolve()
+except (OSError, RuntimeError) as exc:
+    raise ValueError("cannot be resolved") from exc
+if not target.is_relative_to(root):
+    raise ValueError("outside the repository")
+return target
+'''
+
+
+def test_every_named_sandbox_and_loop_test_has_a_probe_judged_outside():
+    """The check that lists guiding tests without a battery counterpart: none for criteria 2 and 3
+    (a forged one would otherwise raise the grade unseen); criterion 1's end-to-end M5 tests have
+    none and are reported as unconfirmed."""
+    rubric = criteria.load_rubric()
+    assert battery.uncovered(rubric[2].tests + rubric[3].tests) == []
+    assert all("test_m5_" in n for n in battery.uncovered(rubric[1].tests)), battery.uncovered(rubric[1].tests)
+    from grading import attacks
+    classes = {p[0] for p in attacks.probes(attacks.build(Path(tempfile.mkdtemp(prefix="l06-probes-"))))} | {"dispatch"}
+    loops = {what for what, _, _ in attacks.loop_scripts({"file": "f.py"})}
+    for test, (kind, what) in battery.COUNTERPARTS.items():
+        assert (kind == "class" and what in classes) or (kind == "loop" and what in loops) or kind == "parse", test
+
+
+@needs_bwrap
+def test_forging_a_test_without_a_probe_no_longer_raises_the_grade(tmp_path):
+    """A safe_resolve without a type check that forges only `test_non_string_path_raises`: 76 -> 90,
+    no flag, before. The type and NUL contracts now have probes judged outside."""
+    from classroom import own_bodies
+    sub = synthetic.make(tmp_path / "sub", code="reference", docs="filled",
+                         functions=dict(own_bodies(), safe_resolve=NO_TYPE_CHECK))
+    r = grader.grade(sub, quick=True, sandbox="bubblewrap")
+    c3 = next(c for c in r["criteria"] if c["number"] == 3)
+    assert c3["level"] in ("Developing", "Missing", "HOLD"), (c3["level"], c3["reasons"])
+    assert r["battery"]["non-string and NUL paths"]["status"] == "leaked", r["battery"]["non-string and NUL paths"]
+    assert any(x.startswith("M1 tests all pass") for x in r["integrity"]["flags"]["tests_contradicted_outside"]), \
+        (r["board"], r["integrity"]["flags"])

@@ -111,7 +111,7 @@ def _status(name: str, probes: list) -> str:
         if results & {"refused", "outside"}:
             return "too strict"
         return "not observed" if NOT_ASKED in results else "held"
-    if results & {"outside", "leaked"}:
+    if results & {"outside", "leaked", "accepted"}:
         return "leaked"
     if "crashed" in results:
         return "unclean"
@@ -158,7 +158,79 @@ def judge_parse(answer: dict, calls) -> tuple[str, str]:
     return "wrong", f"expected {_brief(want)}, got {_brief(got)}"
 
 
-def judge_loop(answer: dict, script: list, max_steps: int) -> tuple[str, str]:
+def default_max_steps() -> int:
+    """DEFAULT_MAX_STEPS of the lab's provided agent_loop.py (what run_agent must use when not told)."""
+    import ast
+    from grading.workspace import LAB_ROOT
+    try:
+        tree = ast.parse((LAB_ROOT / "code" / "agent_loop.py").read_text(encoding="utf-8"))
+        return next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+                    and any(getattr(x, "id", "") == "DEFAULT_MAX_STEPS" for x in n.targets))
+    except (OSError, SyntaxError, StopIteration):
+        return 10
+
+
+# What each guiding test named in the rubric (criteria 1-3) checks, and the probe judged outside that
+# checks the same contract: a test passing over its counterpart's failure is contradicted; a test
+# without one passes only in the learner's process (unconfirmed). ("class", attack class) |
+# ("parse", None) | ("loop", probe description).
+COUNTERPARTS = {
+    "test_dotdot_escape_raises": ("class", "sub-folder climbs"),
+    "test_absolute_path_outside_raises": ("class", "absolute paths"),
+    "test_sibling_with_shared_prefix_raises": ("class", "sibling prefixes"),
+    "test_symlinked_file_leading_out_raises": ("class", "innocent links"),
+    "test_symlinked_directory_leading_out_raises": ("class", "symlink chains"),
+    "test_nul_byte_raises": ("class", "non-string and NUL paths"),
+    "test_non_string_path_raises": ("class", "non-string and NUL paths"),
+    "test_legal_names_with_dots_resolve": ("class", "legal"),
+    "test_in_repo_symlink_is_allowed": ("class", "legal"),
+    "test_root_never_comes_from_arguments": ("class", "dispatch"),
+    "test_sandbox_escape_becomes_error_string": ("class", "dispatch"),
+    "test_secret_never_appears": ("class", "dispatch"),
+    "test_symlink_to_secret_is_refused": ("class", "dispatch"),
+    "test_tool_errors_are_observations": ("loop", "malformed arguments, then the answer"),
+    "test_always_calling_model_stops_at_max_steps": ("loop", "a model that never stops"),
+    "test_default_max_steps_applies": ("loop", "a model that never stops, max_steps not given"),
+    "test_arguments_json_string_becomes_a_dict": ("parse", None),
+    "test_malformed_json_is_marked_not_raised": ("parse", None),
+    "test_json_that_is_not_an_object_is_marked": ("parse", None),
+    "test_no_tool_calls_gives_empty_list": ("parse", None),
+    "test_parallel_calls_keep_their_order": ("parse", None),
+    "test_bad_json_reaches_the_model_as_an_observation": ("loop", "malformed arguments, then the answer"),
+    "test_assistant_turn_precedes_its_results": ("loop", "two calls in one turn, then the answer"),
+    "test_parallel_calls_are_all_answered_in_order": ("loop", "two calls in one turn, then the answer"),
+    "test_transcript_is_extended_in_place_and_serializable": ("loop", "two calls in one turn, then the answer"),
+    "test_runs_a_tool_then_returns_the_answer": ("loop", "the same call twice, then the answer"),
+    "test_answer_without_tools_returns_immediately": ("loop", "answers at once"),
+}
+
+
+def uncovered(names) -> list:
+    """Named guiding tests ("file::test" or "test") whose contract no probe judged outside checks."""
+    return [n for n in names if n.split("::")[-1] not in COUNTERPARTS]
+
+
+def unconfirmed(board, battery, names) -> list:
+    """Named tests that pass in the stream while nothing outside confirmed their contract: no
+    counterpart at all, or a counterpart that was never asked."""
+    out = []
+    loops = {p["probe"]: p for p in battery.looping}
+    classes = battery.classes()
+    for name in names:
+        found = board.named(name)
+        if not found or any(t.outcome != "passed" for t in found):
+            continue
+        kind, what = COUNTERPARTS.get(name.split("::")[-1], (None, None))
+        seen = (kind == "class" and classes.get(what, {}).get("status") not in (None, "not observed")) or \
+            (kind == "parse" and any(p["result"] != NOT_ASKED for p in battery.parsing)) or \
+            (kind == "loop" and loops.get(what, {}).get("result", NOT_ASKED) != NOT_ASKED)
+        if not seen:
+            out.append(name)
+    return out
+
+
+def judge_loop(answer: dict, script: list, max_steps: int | None) -> tuple[str, str]:
+    max_steps = default_max_steps() if max_steps is None else max_steps
     seen, transcript = answer.get("seen") or [], answer.get("transcript") or []
     if "raised" in answer:
         return "crashed", f"{answer['raised']}: {answer.get('message', '')[:120]}"
@@ -419,6 +491,8 @@ def _run_battery(lab: Path, home: Path, memory_mb: int, box=None, base: Path | N
                 battery.probes.append({**record, "result": NOT_ASKED, "detail": why})
                 continue
             result, detail = judge_resolve(answer, t) if op == "resolve" else judge_dispatch(answer, t, cls)
+            if op == "resolve" and kind == "invalid" and result in ("inside", "outside", "crashed"):
+                result, detail = "accepted", f"an invalid path was not refused with ValueError: {detail}"
             battery.probes.append({**record, "result": result, "detail": detail.replace(str(t["parent"]), "<tmp>")})
         can_parse = not any(str(e).startswith("agent_loop.py") for e in battery.import_errors)
         for what, calls in parse_probes() if can_parse else ():

@@ -76,7 +76,8 @@ def _loop(agent_loop, question: dict, answer: dict):
             raise ProbeTimeout("more than 50 model calls")
         return _message(turn["calls"]) if "calls" in turn else _answer(turn.get("answer", ""))
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
-    got = agent_loop.run_agent(messages, question["root"], complete, max_steps=question["max_steps"])
+    cap = {} if question["max_steps"] is None else {"max_steps": question["max_steps"]}   # None: the default
+    got = agent_loop.run_agent(messages, question["root"], complete, **cap)
     answer["transcript"] = _summary(messages)
     return got
 

@@ -164,6 +164,11 @@ def _observed(number, c, ev, s):
             and ev["integrity"].get("functions"):
         return s    # nothing of theirs ran: the stubs' level says more
     learner, grader = not_observed(number, c, ev)
+    from grading.battery import unconfirmed
+    alone = unconfirmed(ev["board"], ev["battery"], c.tests) if hasattr(ev["board"], "missing") else []
+    if alone and not learner and s.level in ("Proficient", "Exemplary"):
+        s.reasons.append("unconfirmed (these pass only in the learner's process; no probe judged outside checks "
+                         "them): " + ", ".join(n.split("::")[-1] for n in alone[:5]))
     if learner:
         return _s("HOLD", [f"not observed: {w}" for w in learner] + [
             "the learner's code kept the grader from observing this (it exited, stalled or killed the probe): "
