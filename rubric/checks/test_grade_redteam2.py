@@ -493,3 +493,40 @@ def test_forging_a_test_without_a_probe_no_longer_raises_the_grade(tmp_path):
     assert r["battery"]["non-string and NUL paths"]["status"] == "leaked", r["battery"]["non-string and NUL paths"]
     assert any(x.startswith("M1 tests all pass") for x in r["integrity"]["flags"]["tests_contradicted_outside"]), \
         (r["board"], r["integrity"]["flags"])
+
+
+# --------------------------------------------------------------------------- 4. read-backs bounded
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs here")
+def test_a_test_log_replaced_by_a_fifo_is_read_back_at_once_not_waited_for(tmp_path):
+    """--sandbox docker: an atexit hook replaced the test log in the work folder with a FIFO, and the
+    grader waited forever. Every read-back now opens without following or blocking, regular files only."""
+    import threading
+    fifo, link, big = tmp_path / "tests.jsonl", tmp_path / "link.jsonl", tmp_path / "big.jsonl"
+    os.mkfifo(fifo)
+    secret = tmp_path / "secret"
+    secret.write_text('{"nodeid": "x"}\n')
+    link.symlink_to(secret)
+    big.write_bytes(b'{"a": 1}\n' * 10_000)
+    got = {}
+    reader = threading.Thread(target=lambda: got.update(fifo=board_mod._read_lines(fifo), link=board_mod._read_lines(link),
+                                                        big=workspace.read_back(big, 1000)), daemon=True)
+    reader.start()
+    reader.join(10)
+    assert not reader.is_alive(), "the grader blocked on a FIFO"
+    assert got["fifo"] == [] and got["link"] == [] and len(got["big"]) == 1000
+
+
+def test_the_container_command_sizes_every_writable_mount_and_each_file(tmp_path):
+    """The home bind mount had no size cap and container runs no file-size limit."""
+    lab, home, tree = tmp_path / "lab", tmp_path / "home", tmp_path / "tree"
+    for p in (lab, home, tree):
+        p.mkdir()
+    from unittest import mock
+    with mock.patch.object(grader, "choose_sandbox", return_value=("docker", "")):
+        box = grader.make_box("docker", tmp_path, lab, home, tree)
+    argv, _ = box.wrap(["python", "x.py"], lab, {"HOME": str(home)}, 512, "n1")
+    text = " ".join(argv)
+    assert f"--tmpfs {home}:rw,size={sandbox.TMP_MB}m" in text and f"{home}:{home}" not in text, text
+    assert f"--ulimit fsize={sandbox.MAX_FILE_BYTES}:{sandbox.MAX_FILE_BYTES}" in text, text
+    assert all(not Path(p).is_dir() for p in box.writable), box.writable   # only single files are bound writable

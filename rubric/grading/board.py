@@ -111,13 +111,21 @@ def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, limits: tupl
               box=None) -> Board:
     """limits: (seconds per test, seconds per test after a first timeout).
     quick: only the M1-M4 tests (no litellm import): seconds instead of tens of seconds."""
-    log = home / "tests.jsonl"
+    # containers only (no descriptor crosses into one): a single file outside the work folder, bound
+    # into the container as itself, so it cannot be swapped for a FIFO or a link; read back bounded
+    log = home.parent / f"tests-{os.getpid()}-{threading.get_ident()}.jsonl"
     files = sorted(str(p.relative_to(lab)) for pattern in CORE_FILES for p in lab.glob(pattern)) if quick else ["code/tests"]
     args = ["-m", "pytest", "-p", "no:cacheprovider", "-p", "grading.pytest_timer", "--unlock-all",
             "-q", "--tb=short", *files]
     if stretch and not quick:
         args.insert(-1, "--stretch")
-    streamed = runner.POSIX and getattr(box, "kind", "none") in ("bubblewrap", "none")
+    streamed = runner.POSIX and getattr(box, "kind", "none") in ("bubblewrap", "none", "user")
+    if not streamed:
+        log.write_bytes(b"")
+        os.chmod(log, 0o666)    # the container's unprivileged user appends to it
+        if box is not None:
+            import dataclasses
+            box = dataclasses.replace(box, writable=[*box.writable, log])
     read_fd, write_fd = os.pipe() if streamed else (None, None)
     channel = {"GRADE_LOG_FD": str(write_fd)} if streamed else {"GRADE_LOG": str(log)}
     env = runner.child_env(home, PYTHONPATH=str(lab / "rubric"), GRADE_TEST_SECONDS=str(limits[0]),
@@ -145,6 +153,10 @@ def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, limits: tupl
         reader.join(timeout=5)    # everything is dead by now; a descriptor held elsewhere cannot hold us
     else:
         lines = _read_lines(log)
+        try:
+            log.unlink()
+        except OSError:
+            pass
     board = Board(ran=ran, source="stream" if streamed else "log", expected=[n for n in defined_tests(lab, files)
                                                                            if stretch or not _is_stretch(n)])
     board.tests = _resolve_repeats(_from_log(lines))
@@ -206,11 +218,10 @@ def _drain(fd: int, lines: list) -> None:
 
 
 def _read_lines(path: Path) -> list:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return [line for _, line in zip(range(100_000), fh)]
-    except OSError:
-        return []
+    """The log's lines, read without following a link or blocking on a FIFO (a learner's atexit hook
+    may have replaced it), regular files only, at most KEEP_BYTES."""
+    from grading.workspace import read_back
+    return read_back(path, KEEP_BYTES).decode("utf-8", "replace").splitlines()[:100_000]
 
 
 def _milestone(nodeid: str) -> str | None:

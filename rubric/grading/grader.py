@@ -41,9 +41,8 @@ def make_box(sandbox: str, tmp: Path, lab: Path, home: Path, battery: Path) -> B
     kind, why = choose_sandbox(sandbox)
     if not kind:
         raise NoSandbox(f"{why}; {sandbox_mod.HOW_TO_GET_ONE}")
-    if kind in ("docker", "podman"):
-        os.chmod(home, 0o777)   # the container's unprivileged user writes there
-        return Box(kind, readonly=[lab, battery], writable=[home])
+    if kind in ("docker", "podman"):   # home a sized tmpfs per command, as under bubblewrap
+        return Box(kind, readonly=[lab, battery], scratch=[home])
     if kind == "user":   # no mounts: modes decide what the learner's user reads (the lab) and writes (home)
         box = Box(kind, readonly=[lab, battery], writable=[home], user=sandbox_mod.SANDBOX_USER)
         os.chmod(tmp, 0o711)

@@ -20,11 +20,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from grading.sandbox import MAX_PROCESSES, Box, Group, is_secret_name
+from grading.sandbox import MAX_FILE_BYTES, MAX_PROCESSES, Box, Group, is_secret_name  # noqa: F401
 
 POSIX = os.name == "posix"
 DEFAULT_MEMORY_MB = 1536          # pytest + litellm needs < 1 GiB of address space
-MAX_FILE_BYTES = 256 << 20        # no single file written by learner code may exceed this
 OUTPUT_LIMIT = 200_000            # characters of stdout/stderr kept
 MAX_OPEN_FILES = 1024             # descriptors per learner process
 SPARE_PROCESSES = 256             # processes learner code may add (pytest's own subprocess tests need a few)

@@ -21,6 +21,7 @@ from pathlib import Path
 SECRET_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 SANDBOX_UID = 65534               # "nobody": an unprivileged user inside the namespace
 TMP_MB = 256                      # private /tmp (and /dev/shm) size inside the sandbox
+MAX_FILE_BYTES = 256 << 20        # no single file written by learner code may exceed this (runner's RLIMIT_FSIZE)
 MAX_PROCESSES = 256               # tasks (processes and threads) for one command and all it starts
 DOCKER_IMAGE = os.environ.get("GRADE_DOCKER_IMAGE", "debian:bookworm-slim")
 # --sandbox user (where no namespace can be made, e.g. Gradescope's container): learner code runs as
@@ -119,14 +120,16 @@ class Box:
         argv = [shutil.which(self.kind) or self.kind, "run", "--rm", "-i", "--name", name, "--network", "none",
                 "--memory", f"{memory_mb}m", "--memory-swap", f"{memory_mb}m", "--pids-limit", str(MAX_PROCESSES),
                 "--read-only", "--tmpfs", f"/tmp:rw,size={TMP_MB}m,mode=1777", "--user", f"{SANDBOX_UID}:{SANDBOX_UID}",
-                "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--workdir", str(cwd)]
+                "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--workdir", str(cwd),
+                # no file larger than the runner's ceiling, nor more descriptors than it allows
+                "--ulimit", f"fsize={MAX_FILE_BYTES}:{MAX_FILE_BYTES}", "--ulimit", "nofile=1024:1024"]
         for p in python_dirs():
             argv += ["-v", f"{p}:{p}:ro"]
         for p in self.readonly:
             argv += ["-v", f"{p}:{p}:ro"]
-        for p in self.writable:
+        for p in self.writable:   # single files only (the test log): a folder would be an unsized disk
             argv += ["-v", f"{p}:{p}"]
-        for p in self.scratch:
+        for p in self.scratch:   # the work folder: sized, fresh for every command, never on the grader's disk
             argv += ["--tmpfs", f"{p}:rw,size={TMP_MB}m,mode=1777"]
         for k, v in env.items():
             argv += ["-e", f"{k}={v}"]
