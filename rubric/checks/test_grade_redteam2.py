@@ -530,3 +530,36 @@ def test_the_container_command_sizes_every_writable_mount_and_each_file(tmp_path
     assert f"--tmpfs {home}:rw,size={sandbox.TMP_MB}m" in text and f"{home}:{home}" not in text, text
     assert f"--ulimit fsize={sandbox.MAX_FILE_BYTES}:{sandbox.MAX_FILE_BYTES}" in text, text
     assert all(not Path(p).is_dir() for p in box.writable), box.writable   # only single files are bound writable
+
+
+# --------------------------------------------------------------------------- 5. fair shares
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="cgroups are Linux")
+def test_each_command_gets_a_cpu_quota_where_a_cgroup_can_be_made():
+    """cgroups capped memory and tasks, not CPU: 240 busy processes of one learner took the machine."""
+    group = sandbox.Group.make(256)
+    if group is None:
+        pytest.skip("no cgroup can be made here (the rlimit fallback is checked below)")
+    try:
+        assert group.cpu, "no CPU quota in the command's cgroup"
+        quotas = [p / "cpu.cfs_quota_us" for p in group.paths if (p / "cpu.cfs_quota_us").exists()] + \
+                 [p / "cpu.max" for p in group.paths if (p / "cpu.max").exists()]
+        assert quotas and str(int(sandbox.CPU_SHARE * sandbox.CPU_PERIOD_US)) in quotas[0].read_text(), quotas
+    finally:
+        group.remove()
+
+
+@POSIX_ONLY
+def test_without_a_cpu_quota_learner_code_is_niced_and_has_a_cpu_time_ceiling(tmp_path, monkeypatch):
+    from grading import runner
+    monkeypatch.setattr(sandbox.Group, "make", classmethod(lambda cls, memory_mb: None))
+    (tmp_path / "probe.py").write_text("import os, resource\nprint(resource.getrlimit(resource.RLIMIT_CPU)[0], os.nice(0))\n")
+    ran = runner.run([tmp_path / "probe.py"], tmp_path, runner.child_env(tmp_path), 30)
+    cpu, nice = map(int, ran.stdout.split())
+    assert 0 < cpu <= 31 and nice >= runner.NICE, ran.stdout
+
+
+def test_the_container_command_asks_for_one_cpu(tmp_path):
+    box = sandbox.Box("docker", readonly=[tmp_path], scratch=[tmp_path / "home"])
+    argv, _ = box.wrap(["python", "x.py"], tmp_path, {}, 512, "n1")
+    assert f"--cpus {sandbox.CPU_SHARE:g}" in " ".join(argv)

@@ -96,7 +96,10 @@ def drop_own_secrets() -> list:
     return dropped
 
 
-def _limits(memory_mb: int, group: Group | None, user: str = ""):
+NICE = 5                          # learner code yields to the grader itself
+
+
+def _limits(memory_mb: int, group: Group | None, user: str = "", cpu_seconds: float = 0):
     # counted here, in the grader: the child must not read /proc. A separate user runs nothing else.
     processes = None if group else (MAX_PROCESSES if user else _process_ceiling())
 
@@ -113,6 +116,13 @@ def _limits(memory_mb: int, group: Group | None, user: str = ""):
         # hard, so it cannot be raised back: 256 processes x the usual 20,000+ could fill the host's file table
         files = min(MAX_OPEN_FILES, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
         resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
+        try:
+            os.nice(NICE)
+        except OSError:
+            pass
+        if (group is None or not group.cpu) and cpu_seconds:   # no CPU quota: at least a CPU-time ceiling
+            limit = int(cpu_seconds) + 1
+            resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
         if user:   # last: the limits above are set while still allowed to
             from grading.sandbox import become
             become(user)
@@ -184,7 +194,7 @@ class Child:
         self.started = time.monotonic()
         container = self.box.kind in ("docker", "podman")   # its client is not the learner's code
         options = {"start_new_session": True, "preexec_fn": None if container else
-                   _limits(memory_mb, self.group, self.box.user if self.box.kind == "user" else "")} \
+                   _limits(memory_mb, self.group, self.box.user if self.box.kind == "user" else "", timeout)} \
             if POSIX else {}
         if _STOPPING.is_set():
             self.proc, self.error, self.timed_out = None, "could not start: the grader is stopping", False
@@ -209,7 +219,9 @@ class Child:
         if self.box.kind in ("docker", "podman"):
             holds = f"container limits {self.memory_mb} MB, {sandbox.MAX_PROCESSES} tasks"
         elif self.group is not None:
-            holds = f"{self.group.version}: {self.memory_mb} MB and {sandbox.MAX_PROCESSES} tasks for the whole command"
+            holds = f"{self.group.version}: {self.memory_mb} MB, {sandbox.MAX_PROCESSES} tasks" + \
+                (f" and {self.group.cpu}" if self.group.cpu else " (CPU: a CPU-time ceiling per process)") + \
+                " for the whole command"
         elif POSIX:
             holds = f"rlimits per process only ({self.memory_mb} MB address space each, a per-user process ceiling)"
         else:

@@ -23,6 +23,8 @@ SANDBOX_UID = 65534               # "nobody": an unprivileged user inside the na
 TMP_MB = 256                      # private /tmp (and /dev/shm) size inside the sandbox
 MAX_FILE_BYTES = 256 << 20        # no single file written by learner code may exceed this (runner's RLIMIT_FSIZE)
 MAX_PROCESSES = 256               # tasks (processes and threads) for one command and all it starts
+CPU_SHARE = 1.0                   # CPUs one command and all it starts may use at once (a quota, not a weight)
+CPU_PERIOD_US = 100_000
 DOCKER_IMAGE = os.environ.get("GRADE_DOCKER_IMAGE", "debian:bookworm-slim")
 # --sandbox user (where no namespace can be made, e.g. Gradescope's container): learner code runs as
 # this unprivileged user (rubric/gradescope/setup.sh creates it), never as the grader's own user
@@ -119,6 +121,7 @@ class Box:
     def _container(self, command, cwd, env, memory_mb, name) -> list:
         argv = [shutil.which(self.kind) or self.kind, "run", "--rm", "-i", "--name", name, "--network", "none",
                 "--memory", f"{memory_mb}m", "--memory-swap", f"{memory_mb}m", "--pids-limit", str(MAX_PROCESSES),
+                "--cpus", f"{CPU_SHARE:g}",
                 "--read-only", "--tmpfs", f"/tmp:rw,size={TMP_MB}m,mode=1777", "--user", f"{SANDBOX_UID}:{SANDBOX_UID}",
                 "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--workdir", str(cwd),
                 # no file larger than the runner's ceiling, nor more descriptors than it allows
@@ -305,6 +308,7 @@ class Group:
 
     def __init__(self, paths: list, version: str):
         self.paths, self.version = paths, version
+        self.cpu = ""    # the CPU quota that holds ("" = none: runner falls back to RLIMIT_CPU and nice)
 
     @classmethod
     def make(cls, memory_mb: int) -> "Group | None":
@@ -326,7 +330,8 @@ class Group:
             return None
         here = CGROUP / _own("").lstrip("/")
         wanted = {"memory", "pids"}
-        if not wanted <= set((here / "cgroup.subtree_control").read_text().split()):
+        enabled = set((here / "cgroup.subtree_control").read_text().split())
+        if not wanted <= enabled:
             return None
         path = here / name
         path.mkdir()
@@ -335,6 +340,9 @@ class Group:
             (path / "memory.max").write_text(str(memory_mb << 20))
             (path / "memory.swap.max").write_text("0") if (path / "memory.swap.max").exists() else None
             (path / "pids.max").write_text(str(MAX_PROCESSES))
+            if "cpu" in enabled:
+                (path / "cpu.max").write_text(f"{int(CPU_SHARE * CPU_PERIOD_US)} {CPU_PERIOD_US}")
+                group.cpu = f"{CPU_SHARE:g} CPU"
         except OSError:
             group.remove()
             raise
@@ -374,8 +382,20 @@ class Group:
         try:  # CPU accounting only: the grader and the benchmark report what each command cost
             account = CGROUP / "cpuacct" / _own("cpuacct").lstrip("/") / name
             _sweep(account.parent)
-            account.mkdir()
-            group.paths.append(account)
+            if not account.exists():   # cpu and cpuacct may share one hierarchy: then it is one folder
+                account.mkdir()
+                group.paths.append(account)
+        except OSError:
+            pass
+        try:  # a CPU quota: a learner forking busy processes takes one CPU, never a neighbour's
+            quota = CGROUP / "cpu" / _own("cpu").lstrip("/") / name
+            _sweep(quota.parent)
+            if not quota.exists():
+                quota.mkdir()
+                group.paths.append(quota)
+            (quota / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+            (quota / "cpu.cfs_quota_us").write_text(str(int(CPU_SHARE * CPU_PERIOD_US)))
+            group.cpu = f"{CPU_SHARE:g} CPU"
         except OSError:
             pass
         return group
