@@ -89,13 +89,17 @@ def add_hostile(subs: Path, processes: int) -> Path:
 
 
 def totals(out: Path) -> dict:
-    """learner -> suggested total, from the CSV a run wrote."""
-    import csv
-    path = out / "grades.csv"
-    if not path.exists():
-        return {}
-    with open(path, newline="", encoding="utf-8") as fh:
-        return {row["learner"]: int(row["suggested_total"]) for row in csv.DictReader(fh)}
+    """learner -> (suggested total, the level or HOLD and mark of each criterion), from the reports."""
+    found = {}
+    for path in (out / "reports").glob("*.json"):
+        try:
+            r = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        if isinstance(r, dict) and "learner" in r:
+            found[r["learner"]] = (r.get("total"), tuple(f"C{c['number']} {c['level']} {c.get('mark') or ''}".strip()
+                                                      for c in r.get("criteria", [])))
+    return found
 
 
 def grade_class(subs: Path, tmp: Path, args, extra: list) -> tuple[str, int]:
@@ -154,11 +158,13 @@ def main() -> int:
 
 
 def hostile_run(args) -> int:
+    from classroom import own_bodies   # the learners' own functions: C1-C3 are judged, not held for a reference match
     with tempfile.TemporaryDirectory(prefix="bench-grade-") as tmp:
         subs = Path(tmp) / "class"
         for i, (kind, options) in zip(range(args.count), itertools.cycle(kinds())):
             safe = "".join(c if c.isalnum() else "-" for c in kind)
-            synthetic.make(subs / f"{i:02d}-{safe}", **options)
+            own = {"functions": own_bodies()} if options.get("code") == "reference" else {}
+            synthetic.make(subs / f"{i:02d}-{safe}", **options, **own)
         args._suffix = "-alone"
         alone_line, rc1 = grade_class(subs, Path(tmp), args, [])
         alone = totals(args._last_out)
@@ -168,9 +174,10 @@ def hostile_run(args) -> int:
         together = totals(args._last_out)
     changed = {k: (v, together.get(k)) for k, v in alone.items() if together.get(k) != v}
     print(f"\nalone: {alone_line}\nwith the hostile learner: {with_line}")
-    print(f"hostile learner ({args.hostile} busy processes at import): total {together.get('zz-hostile')}")
-    print(f"honest learners: {len(alone)} graded alone, totals {sum(alone.values())}; with the hostile learner "
-          f"{sum(together.get(k, 0) for k in alone)}; " + ("all equal" if not changed else f"CHANGED: {changed}"))
+    print(f"hostile learner ({args.hostile} busy processes at import): {together.get('zz-hostile')}")
+    print(f"honest learners: {len(alone)} graded alone, totals {sum(v[0] for v in alone.values())}; with the hostile "
+          f"learner {sum(together.get(k, (0,))[0] for k in alone)}; "
+          + ("every total, level and mark equal" if not changed else f"CHANGED: {changed}"))
     return rc1 or (0 if not changed else 1)
 
 

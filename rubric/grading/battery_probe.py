@@ -88,7 +88,11 @@ _MODEL: dict = {}   # in a question's fork: the pipes to the keeper, which serve
 def _ask_model(summary) -> dict | None:
     import time
     os.write(_MODEL["a_write"], (json.dumps({"seq": _MODEL["seq"], "model": summary}, ensure_ascii=True) + "\n").encode())
-    return _json(_read_line(_MODEL["r_read"], _MODEL.setdefault("buffer", bytearray()), time.monotonic() + PROBE_SECONDS))
+    deadline = time.monotonic() + PROBE_SECONDS
+    while True:   # a reply meant for an earlier question's fork (killed before it read it) is skipped
+        reply = _json(_read_line(_MODEL["r_read"], _MODEL.setdefault("buffer", bytearray()), deadline))
+        if reply is None or reply.get("seq") == _MODEL["seq"]:
+            return reply
 
 
 def _answer(text):
@@ -239,7 +243,7 @@ class Worker:
                 seen.append(msg["model"] if isinstance(msg["model"], list) else [])
                 reply = {"stop": True} if len(seen) > 50 else script[min(len(seen), len(script)) - 1] if script else {}
                 try:
-                    os.write(self.r_write, (json.dumps(reply) + "\n").encode())
+                    os.write(self.r_write, (json.dumps({**reply, "seq": self.seq}) + "\n").encode())
                 except OSError:
                     return None
                 continue
