@@ -563,3 +563,11 @@ def test_the_container_command_asks_for_one_cpu(tmp_path):
     box = sandbox.Box("docker", readonly=[tmp_path], scratch=[tmp_path / "home"])
     argv, _ = box.wrap(["python", "x.py"], tmp_path, {}, 512, "n1")
     assert f"--cpus {sandbox.CPU_SHARE:g}" in " ".join(argv)
+
+
+def test_scripts_never_asked_are_counted_apart_not_as_passing_or_failing():
+    """After the battery was killed at 63 s the report still said "2 of 2 scripts as its contract says"."""
+    ok = {"probe": "answers at once", "result": "correct", "detail": ""}
+    gone = {"probe": "a model that never stops", "result": battery.NOT_ASKED, "detail": "not asked: deadline"}
+    summary = battery.Battery(looping=[ok, gone, dict(gone, probe="x")]).loop_summary()
+    assert (summary["correct"], summary["of"], summary["not_asked"], summary["wrong"]) == (1, 1, 2, []), summary

@@ -85,9 +85,11 @@ class Battery:
 
 
 def _summary(records: list) -> dict:
-    records = [p for p in records if p["result"] != NOT_ASKED]   # not observed: neither right nor wrong
-    wrong = [p for p in records if p["result"] != "correct"]
-    return {"correct": len(records) - len(wrong), "of": len(records),
+    asked = [p for p in records if p["result"] != NOT_ASKED]   # not observed: neither right nor wrong
+    wrong = [p for p in asked if p["result"] != "correct"]
+    not_asked = len(records) - len(asked)
+    records = asked
+    return {"correct": len(records) - len(wrong), "of": len(records), "not_asked": not_asked,
             "not_started": bool(records) and all("NotImplementedError" in p["detail"] for p in records),
             "wrong": [f"{p['probe']}: {p['result']}: {p['detail'][:160]}" for p in wrong[:6]]}
 

@@ -256,9 +256,10 @@ def _ev_loop(c, ev):
                 ("`run_agent` against a scripted model (cap, message order, one result per id)", "scripts",
                  ev["battery"].loop_summary()))
     for what, unit, seen in observed:
-        if seen["of"]:
+        if seen["of"] or seen.get("not_asked"):
             lines.append(f"- {what}, observed in a child process and judged by the grader: " + (
-                "not started" if seen["not_started"] else f"{seen['correct']} of {seen['of']} {unit} as its contract says"))
+                "not started" if seen["not_started"] else f"{seen['correct']} of {seen['of']} {unit} as its contract says")
+                + (f"; {seen['not_asked']} not asked (not observed)" if seen.get("not_asked") else ""))
             lines += [f"    - {w}" for w in seen["wrong"][:4] if not seen["not_started"]]
     runaway = (ev["defences"].blocks or {}).get("runaway")
     if runaway:
