@@ -219,9 +219,8 @@ class Child:
         if self.box.kind in ("docker", "podman"):
             holds = f"container limits {self.memory_mb} MB, {sandbox.MAX_PROCESSES} tasks"
         elif self.group is not None:
-            holds = f"{self.group.version}: {self.memory_mb} MB, {sandbox.MAX_PROCESSES} tasks" + \
-                (f" and {self.group.cpu}" if self.group.cpu else " (CPU: a CPU-time ceiling per process)") + \
-                " for the whole command"
+            holds = f"{self.group.version}: {self.memory_mb} MB and {sandbox.MAX_PROCESSES} tasks for the whole command" + \
+                (f", {self.group.cpu} at most" if self.group.cpu else ", a CPU-time ceiling per process")
         elif POSIX:
             holds = f"rlimits per process only ({self.memory_mb} MB address space each, a per-user process ceiling)"
         else:
