@@ -79,6 +79,11 @@ def probes(t: dict):
         ("encodings", "backslashes", A, repo, f"..\\{out}\\{target}", None),
         ("encodings", "undecodable (surrogate) name", A, repo, f"{sub}\udcff.py", None),
         ("encodings", "trailing NUL after a real escape", A, repo, f"../{out}/{target}\x00.py", None),
+        # the guiding tests' type and NUL contracts, judged outside: anything but ValueError is wrong
+        ("non-string and NUL paths", "None as the path", "invalid", repo, None, None),
+        ("non-string and NUL paths", "a number as the path", "invalid", repo, 7, None),
+        ("non-string and NUL paths", "a list as the path", "invalid", repo, [f], None),
+        ("non-string and NUL paths", "a NUL inside an inside name", "invalid", repo, f"{sub}/{f}\x00", None),
         ("long paths", "200 levels of ../", A, repo, "../" * 200 + f"{out}/{target}", None),
         ("long paths", "a 5,000-character name", A, repo, "a" * 5000, None),
         ("long paths", "4,000 nested folders then out", A, repo, "d/" * 4000 + "../" * 4001 + f"{out}/{target}", None),
@@ -216,4 +221,5 @@ def loop_scripts(t: dict):
         ("malformed arguments, then the answer", [{"calls": [call('{"path": ')]}, {"answer": answer}], 5),
         ("the same call twice, then the answer", [{"calls": [first]}, {"calls": [twin]}, {"answer": answer}], 5),
         ("a model that never stops", [{"calls": [call()]}], 3 + secrets.randbelow(4)),
+        ("a model that never stops, max_steps not given", [{"calls": [call()]}], None),
     ]

@@ -17,6 +17,8 @@ import json
 import os
 import queue
 import secrets
+import shutil
+import tempfile
 import threading
 import time
 from dataclasses import dataclass, field
@@ -26,8 +28,12 @@ from grading import runner
 from grading.attacks import (build, dispatch_probes, expected_calls, loop_scripts, parse_probes, probes,  # noqa: F401
                              tool_names)
 
-BATTERY_TIMEOUT = 60
-ANSWER_SECONDS = 6            # the probe's own alarm is 3 s; past this the process is killed
+BATTERY_TIMEOUT = 60          # wall seconds; the probes' own limits hold inside it
+BATTERY_CPU_SECONDS = 30      # ... past which, under a neighbour's load, only CPU spent ends the battery
+BATTERY_WALL_CAP = 180        # never longer than this, whatever the load
+ANSWER_SECONDS = 12           # the probe answers for itself within ~6 s (3 s alarm, then its own kill)
+HUNG_LIMIT = 3                # after this many questions that hung, the rest are not asked (the learner's time)
+IMPORT_SECONDS = 30           # the learner's modules must import within this (in the probe)
 # Judged on the provided tools, not on safe_resolve: a hard link has no path to give it away.
 NOT_THE_LEARNERS = {"hard links": "a hard link looks like any file to a path check; only the provided "
                                   "tools' open (nlink check) can refuse it"}
@@ -43,6 +49,17 @@ class Battery:
     tool_names: list = field(default_factory=list)      # the tools TOOL_SCHEMAS names (the rest are not tools)
     parsing: list = field(default_factory=list)         # parse_tool_calls observed: {"probe", "result", "detail"}
     looping: list = field(default_factory=list)         # run_agent against a scripted model, the same shape
+    # what was not observed, and whose doing that was: "learner" (its import ended or stalled, its
+    # code killed the probe, its functions hung) or "grader" (a deadline under load); "" = all asked
+    not_observed: list = field(default_factory=list)
+    cause: str = ""
+    attempts: int = 1
+
+    def gap(self, cause: str, why: str) -> None:
+        if cause == "learner" or not self.cause:
+            self.cause = cause
+        if why not in self.not_observed:
+            self.not_observed.append(why)
 
     def parse_summary(self) -> dict:
         """parse_tool_calls against its contract, judged here: {"correct", "of", "wrong": [...]}."""
@@ -68,26 +85,40 @@ class Battery:
 
 
 def _summary(records: list) -> dict:
-    wrong = [p for p in records if p["result"] != "correct"]
-    return {"correct": len(records) - len(wrong), "of": len(records),
+    asked = [p for p in records if p["result"] != NOT_ASKED]   # not observed: neither right nor wrong
+    wrong = [p for p in asked if p["result"] != "correct"]
+    not_asked = len(records) - len(asked)
+    records = asked
+    return {"correct": len(records) - len(wrong), "of": len(records), "not_asked": not_asked,
             "not_started": bool(records) and all("NotImplementedError" in p["detail"] for p in records),
             "wrong": [f"{p['probe']}: {p['result']}: {p['detail'][:160]}" for p in wrong[:6]]}
 
 
+NOT_ASKED = "not asked"
+
+
 def _status(name: str, probes: list) -> str:
+    """A class's verdict from the probes that were asked; one never asked is "not observed", not a failure."""
     results = {p["result"] for p in probes}
-    if all("NotImplementedError" in p.get("detail", "") for p in probes):
+    asked = [p for p in probes if p["result"] != NOT_ASKED]
+    if not asked:
+        return "not observed"
+    if all("NotImplementedError" in p.get("detail", "") for p in asked):
         return "not started"
     if "hung" in results:
         return "hung"
     if name == "legal":
         if results & {"crashed"}:
             return "unclean"
-        return "too strict" if results & {"refused", "outside"} else "held"
-    if results & {"outside", "leaked"}:
+        if results & {"refused", "outside"}:
+            return "too strict"
+        return "not observed" if NOT_ASKED in results else "held"
+    if results & {"outside", "leaked", "accepted"}:
         return "leaked"
     if "crashed" in results:
         return "unclean"
+    if NOT_ASKED in results:
+        return "not observed"
     if results <= {"skipped"}:
         return "skipped"
     return "held"
@@ -129,7 +160,79 @@ def judge_parse(answer: dict, calls) -> tuple[str, str]:
     return "wrong", f"expected {_brief(want)}, got {_brief(got)}"
 
 
-def judge_loop(answer: dict, script: list, max_steps: int) -> tuple[str, str]:
+def default_max_steps() -> int:
+    """DEFAULT_MAX_STEPS of the lab's provided agent_loop.py (what run_agent must use when not told)."""
+    import ast
+    from grading.workspace import LAB_ROOT
+    try:
+        tree = ast.parse((LAB_ROOT / "code" / "agent_loop.py").read_text(encoding="utf-8"))
+        return next(n.value.value for n in tree.body if isinstance(n, ast.Assign) and isinstance(n.value, ast.Constant)
+                    and any(getattr(x, "id", "") == "DEFAULT_MAX_STEPS" for x in n.targets))
+    except (OSError, SyntaxError, StopIteration):
+        return 10
+
+
+# What each guiding test named in the rubric (criteria 1-3) checks, and the probe judged outside that
+# checks the same contract: a test passing over its counterpart's failure is contradicted; a test
+# without one passes only in the learner's process (unconfirmed). ("class", attack class) |
+# ("parse", None) | ("loop", probe description).
+COUNTERPARTS = {
+    "test_dotdot_escape_raises": ("class", "sub-folder climbs"),
+    "test_absolute_path_outside_raises": ("class", "absolute paths"),
+    "test_sibling_with_shared_prefix_raises": ("class", "sibling prefixes"),
+    "test_symlinked_file_leading_out_raises": ("class", "innocent links"),
+    "test_symlinked_directory_leading_out_raises": ("class", "symlink chains"),
+    "test_nul_byte_raises": ("class", "non-string and NUL paths"),
+    "test_non_string_path_raises": ("class", "non-string and NUL paths"),
+    "test_legal_names_with_dots_resolve": ("class", "legal"),
+    "test_in_repo_symlink_is_allowed": ("class", "legal"),
+    "test_root_never_comes_from_arguments": ("class", "dispatch"),
+    "test_sandbox_escape_becomes_error_string": ("class", "dispatch"),
+    "test_secret_never_appears": ("class", "dispatch"),
+    "test_symlink_to_secret_is_refused": ("class", "dispatch"),
+    "test_tool_errors_are_observations": ("loop", "malformed arguments, then the answer"),
+    "test_always_calling_model_stops_at_max_steps": ("loop", "a model that never stops"),
+    "test_default_max_steps_applies": ("loop", "a model that never stops, max_steps not given"),
+    "test_arguments_json_string_becomes_a_dict": ("parse", None),
+    "test_malformed_json_is_marked_not_raised": ("parse", None),
+    "test_json_that_is_not_an_object_is_marked": ("parse", None),
+    "test_no_tool_calls_gives_empty_list": ("parse", None),
+    "test_parallel_calls_keep_their_order": ("parse", None),
+    "test_bad_json_reaches_the_model_as_an_observation": ("loop", "malformed arguments, then the answer"),
+    "test_assistant_turn_precedes_its_results": ("loop", "two calls in one turn, then the answer"),
+    "test_parallel_calls_are_all_answered_in_order": ("loop", "two calls in one turn, then the answer"),
+    "test_transcript_is_extended_in_place_and_serializable": ("loop", "two calls in one turn, then the answer"),
+    "test_runs_a_tool_then_returns_the_answer": ("loop", "the same call twice, then the answer"),
+    "test_answer_without_tools_returns_immediately": ("loop", "answers at once"),
+}
+
+
+def uncovered(names) -> list:
+    """Named guiding tests ("file::test" or "test") whose contract no probe judged outside checks."""
+    return [n for n in names if n.split("::")[-1] not in COUNTERPARTS]
+
+
+def unconfirmed(board, battery, names) -> list:
+    """Named tests that pass in the stream while nothing outside confirmed their contract: no
+    counterpart at all, or a counterpart that was never asked."""
+    out = []
+    loops = {p["probe"]: p for p in battery.looping}
+    classes = battery.classes()
+    for name in names:
+        found = board.named(name)
+        if not found or any(t.outcome != "passed" for t in found):
+            continue
+        kind, what = COUNTERPARTS.get(name.split("::")[-1], (None, None))
+        seen = (kind == "class" and classes.get(what, {}).get("status") not in (None, "not observed")) or \
+            (kind == "parse" and any(p["result"] != NOT_ASKED for p in battery.parsing)) or \
+            (kind == "loop" and loops.get(what, {}).get("result", NOT_ASKED) != NOT_ASKED)
+        if not seen:
+            out.append(name)
+    return out
+
+
+def judge_loop(answer: dict, script: list, max_steps: int | None) -> tuple[str, str]:
+    max_steps = default_max_steps() if max_steps is None else max_steps
     seen, transcript = answer.get("seen") or [], answer.get("transcript") or []
     if "raised" in answer:
         trace = answer.get("trace") if isinstance(answer.get("trace"), list) else []
@@ -155,6 +258,8 @@ def judge_loop(answer: dict, script: list, max_steps: int) -> tuple[str, str]:
     if any(m[0] == "tool" and not any(isinstance(p[1], list) and m[1] in p[1] for p in got[:i])   # no message made the call
            for i, m in enumerate(got)):
         problems.append(ORPHANS)
+    if seen and [m[:2] for m in seen[-1][2:]] != expected:   # what the model was sent, seen by the probe's keeper
+        problems.append(f"the last model call was sent {_roles(seen[-1][2:])}, expected {_roles(expected)}")
     if got != expected + [["assistant", ""]]:
         problems.append(f"messages after the question {_roles(got)}, expected {_roles(expected + [['assistant', '']])}")
     bad = [c[0] for turn in script[:-1] for c in turn["calls"] if not _is_object(c[2])]
@@ -288,31 +393,101 @@ class Session:
 
 
 def run_battery(lab: Path, home: Path, memory_mb: int, box=None, base: Path | None = None) -> Battery:
-    """``base``: a folder the sandbox shows read-only (the tree is built there); default home."""
+    """``base``: a folder the sandbox shows read-only (the tree is built there); default home.
+
+    A battery the grader's own limits cut short (its deadline under a neighbour's load) runs once
+    more; what it still could not ask stays "not asked", for the instructor to read, never a failure."""
+    battery = _run_battery(lab, home, memory_mb, box, base)
+    if battery.cause == "grader":
+        again = _run_battery(lab, home, memory_mb, box, base)
+        again.attempts = 2
+        return again
+    return battery
+
+
+def _run_battery(lab: Path, home: Path, memory_mb: int, box=None, base: Path | None = None) -> Battery:
     base = base or home / "battery"
     base.mkdir(exist_ok=True)
+    run = Path(tempfile.mkdtemp(prefix="run-", dir=base))
     t = build(base)
     tools, helpers = tool_names(lab / "code" / "tools.py")
-    script = lab / "rubric" / "grading" / "battery_probe.py"
+    # the probe under the name of an ordinary run of the lab: nothing in argv says "grader"
+    script = run / "copilot.py"
+    shutil.copyfile(lab / "rubric" / "grading" / "battery_probe.py", script)
+    os.chmod(run, 0o755)
+    os.chmod(script, 0o644)
+    if box is not None:
+        box.share(readable=[base])
     battery = Battery()
     questions = [("resolve", p) for p in probes(t)] + [("dispatch", p) for p in dispatch_probes(t, helpers)]
-    with runner.Child([script, lab / "code"], cwd=t["parent"], env=runner.child_env(home), timeout=BATTERY_TIMEOUT,
+    with runner.Child([script, lab / "code", str(IMPORT_SECONDS)], cwd=t["parent"], env=runner.child_env(home), timeout=BATTERY_WALL_CAP + 30,
                       memory_mb=memory_mb, box=box, channel=True) as child:
         if child.proc is None:
             battery.error, battery.ran = child.error, child.finish()
             return battery
-        session, deadline = Session(child), child.started + BATTERY_TIMEOUT
-        hello = session.ask({"op": "hello"}, 60)
-        if hello is None:
+        session = Session(child)
+        hello = session.ask({"op": "hello"}, IMPORT_SECONDS + 20)
+        if hello is None or hello.get("import_failed"):
+            ended = child.proc.poll() is not None
             battery.ran = child.finish()
-            battery.error = f"the battery did not start ({battery.ran.describe()}): {battery.ran.stderr[-300:].strip()}"
+            if hello is not None:
+                why = str(hello["import_failed"])[:300]
+                battery.gap("learner", why)
+            elif ended:
+                why = f"the probe process ended before it could ask anything ({battery.ran.describe()})"
+                battery.gap("learner", why)
+            else:
+                why = f"the probe did not start within {IMPORT_SECONDS + 20:g} s (the grader's deadline)"
+                battery.gap("grader", why)
+            battery.error = f"the battery did not run: {why}: {battery.ran.stderr[-300:].strip()}".rstrip(": ")
             return battery
         battery.import_errors = [f"{m}: {e}" for m, e in hello.get("import_errors", [])][:4]
         if any(str(e).startswith("tools.py") for e in battery.import_errors):
             battery.error = f"tools.py does not import: {battery.import_errors[0].split(': ', 1)[-1]}"
+            try:
+                child.proc.stdin.close()   # no questions: the probe process ends
+            except OSError:
+                pass
             battery.ran = child.finish()
             return battery
-        alive = True
+        stopped = ""       # why the rest is not asked
+
+        def over() -> bool:
+            wall = time.monotonic() - child.started
+            if wall > BATTERY_WALL_CAP:
+                return True
+            cpu = child.group.cpu_seconds() if child.group is not None else None
+            return wall > BATTERY_TIMEOUT and (cpu is None or cpu > BATTERY_CPU_SECONDS)
+
+        def ask(question: dict) -> tuple:
+            """(answer or None, why not asked)"""
+            nonlocal stopped
+            if not stopped and over():
+                stopped = "grader"
+                hung = sum(p["result"] == "hung" for p in battery.probes + battery.parsing + battery.looping)
+                battery.gap("learner" if hung else "grader",
+                            f"the battery's deadline passed ({BATTERY_TIMEOUT} s)" + (f" after {hung} question(s) hung"
+                                                                                     if hung else " under load"))
+            if stopped:
+                return None, "not asked: " + battery.not_observed[-1]
+            answer = session.ask(question, ANSWER_SECONDS)
+            if answer is None:
+                stopped = "killed"
+                if child.proc.poll() is not None:
+                    battery.gap("learner", "the learner's code ended the probe process")
+                else:
+                    battery.gap("grader", f"the probe did not answer within {ANSWER_SECONDS} s (the grader's deadline)")
+                return None, "not asked: " + battery.not_observed[-1]
+            if answer.get("not_asked"):
+                battery.gap("learner", str(answer["not_asked"])[:200])
+                return None, "not asked: " + str(answer["not_asked"])[:200]
+            if "hung" in answer:
+                hung = 1 + sum(p["result"] == "hung" for p in battery.probes + battery.parsing + battery.looping)
+                if hung >= HUNG_LIMIT:
+                    stopped = "hung"
+                    battery.gap("learner", f"the learner's functions hung {hung} times; the rest was not asked")
+            return answer, ""
+
         for op, p in questions:
             if op == "resolve":
                 cls, what, kind, root, arg, needs = p
@@ -323,41 +498,32 @@ def run_battery(lab: Path, home: Path, memory_mb: int, box=None, base: Path | No
             if needs and not (t["links"].get(needs) if needs != "case" else False):
                 battery.probes.append({**record, "result": "skipped", "detail": "not possible on this file system"})
                 continue
-            if not alive or time.monotonic() > deadline:
-                battery.probes.append({**record, "result": "hung", "detail": "not asked: the probe process was killed"})
-                continue
             question = {"op": op, "root": str(root), "arg": arg} if op == "resolve" else \
                 {"op": op, "root": str(t["repo"]), "name": name, "args": args}
-            answer = session.ask(question, ANSWER_SECONDS)
+            answer, why = ask(question)
             if answer is None:
-                alive = False
-                battery.probes.append({**record, "result": "hung", "detail": "no answer: the probe process was killed here"})
+                battery.probes.append({**record, "result": NOT_ASKED, "detail": why})
                 continue
             result, detail = judge_resolve(answer, t) if op == "resolve" else judge_dispatch(answer, t, cls)
+            if op == "resolve" and kind == "invalid" and result in ("inside", "outside", "crashed"):
+                result, detail = "accepted", f"an invalid path was not refused with ValueError: {detail}"
             battery.probes.append({**record, "result": result, "detail": detail.replace(str(t["parent"]), "<tmp>")})
-        can_parse = alive and not any(str(e).startswith("agent_loop.py") for e in battery.import_errors)
+        can_parse = not any(str(e).startswith("agent_loop.py") for e in battery.import_errors)
         for what, calls in parse_probes() if can_parse else ():
-            if time.monotonic() > deadline:
-                break
-            answer = session.ask({"op": "parse", "calls": calls}, ANSWER_SECONDS)
+            answer, why = ask({"op": "parse", "calls": calls})
             if answer is None:
-                alive = False
-                battery.parsing.append({"probe": what, "result": "hung", "detail": "no answer: the probe process was killed here"})
-                break
+                battery.parsing.append({"probe": what, "result": NOT_ASKED, "detail": why})
+                continue
             result, detail = judge_parse(answer, calls)
             battery.parsing.append({"probe": what, "result": result, "detail": detail})
-        for what, script, max_steps in loop_scripts(t) if can_parse and alive else ():
-            if time.monotonic() > deadline:
-                break
-            answer = session.ask({"op": "loop", "script": script, "max_steps": max_steps, "root": str(t["repo"])},
-                                 ANSWER_SECONDS)
+        for what, script_, max_steps in loop_scripts(t) if can_parse else ():
+            answer, why = ask({"op": "loop", "script": script_, "max_steps": max_steps, "root": str(t["repo"])})
             if answer is None:
-                alive = False
-                battery.looping.append({"probe": what, "result": "hung", "detail": "no answer: the probe process was killed here"})
-                break
-            result, detail = judge_loop(answer, script, max_steps)
+                battery.looping.append({"probe": what, "result": NOT_ASKED, "detail": why})
+                continue
+            result, detail = judge_loop(answer, script_, max_steps)
             battery.looping.append({"probe": what, "result": result, "detail": detail})
-        if not alive:
+        if stopped == "killed":
             child.end()
         try:
             child.proc.stdin.close()   # no more questions: the probe process ends

@@ -1,15 +1,16 @@
 """Run in the sandbox by grading/battery.py: calls the learner's functions and reports what they did.
 
-    python battery_probe.py CODE_DIR
+    python copilot.py CODE_DIR [IMPORT_SECONDS]   (this file, copied by the grader under an ordinary name)
 
 Reads one question per line on stdin ({"nonce", "op": "resolve" | "dispatch" | "parse" | "loop",
 ...}), calls the learner's function (safe_resolve, dispatch_tool, parse_tool_calls, run_agent
-against a scripted model), and answers with one JSON line on stdout carrying the question's nonce: what
-the function returned (as text) or raised. It judges nothing: the grader decides, in its own
-process, against the real files, after this process is gone. The next question (and its nonce)
-is only sent once this answer arrived, and on POSIX each question is answered in a fresh fork, so
-whatever a learner function patches (this module, the grader's, the standard library) is gone
-before the next question: it can at most change its own answer. Standard library only.
+against a scripted model), and answers with one JSON line on stdout carrying the question's nonce:
+what the function returned (as text) or raised. It judges nothing: the grader decides, in its own
+process, against the real files, after this process is gone. The learner's code never runs in the
+process that holds stdin, stdout or a nonce (see "three processes" below), and each question is
+answered in a fresh fork, so whatever a learner function patches is gone before the next question:
+it can at most change its own answer. To learner code the run looks ordinary: argv is
+code/copilot.py, no grader module is loaded. Standard library only.
 """
 
 from __future__ import annotations
@@ -44,7 +45,7 @@ def _text(value) -> str:
 
 
 def call(modules: dict, question: dict) -> dict:
-    answer = {"nonce": question["nonce"]}
+    answer: dict = {}
     try:
         if question["op"] == "resolve":
             got = modules["tools"].safe_resolve(question["root"], question["arg"])
@@ -70,14 +71,29 @@ def _loop(agent_loop, question: dict, answer: dict):
 
     def complete(messages, tools):
         seen.append(_summary(messages))
-        turn = script[min(len(seen), len(script)) - 1]
-        if len(seen) > 50:   # a loop that ignores its cap: stop it here, the count already shows it
+        turn = _ask_model(seen[-1]) if _MODEL.get("a_write") is not None else \
+            ({"stop": True} if len(seen) > 50 else script[min(len(seen), len(script)) - 1])
+        if not isinstance(turn, dict) or turn.get("stop"):   # a loop that ignores its cap: the count shows it
             raise ProbeTimeout("more than 50 model calls")
-        return _message(turn["calls"], turn.get("content", "")) if "calls" in turn else _answer(turn["answer"])
+        return _message(turn["calls"], turn.get("content", "")) if "calls" in turn else _answer(turn.get("answer", ""))
     messages = [{"role": "system", "content": "s"}, {"role": "user", "content": "q"}]
-    got = agent_loop.run_agent(messages, question["root"], complete, max_steps=question["max_steps"])
+    cap = {} if question["max_steps"] is None else {"max_steps": question["max_steps"]}   # None: the default
+    got = agent_loop.run_agent(messages, question["root"], complete, **cap)
     answer["transcript"] = _summary(messages)
     return got
+
+
+_MODEL: dict = {}   # in a question's fork: the pipes to the keeper, which serves the scripted model
+
+
+def _ask_model(summary) -> dict | None:
+    import time
+    os.write(_MODEL["a_write"], (json.dumps({"seq": _MODEL["seq"], "model": summary}, ensure_ascii=True) + "\n").encode())
+    deadline = time.monotonic() + PROBE_SECONDS
+    while True:   # a reply meant for an earlier question's fork (killed before it read it) is skipped
+        reply = _json(_read_line(_MODEL["r_read"], _MODEL.setdefault("buffer", bytearray()), deadline))
+        if reply is None or reply.get("seq") == _MODEL["seq"]:
+            return reply
 
 
 def _answer(text):
@@ -134,31 +150,213 @@ def _safe_str(exc) -> bool:
         return False
 
 
+# --------------------------------------------------------------------------- three processes
+#
+# This process (the keeper) talks to the grader on stdin/stdout and never imports learner code.
+# It forks a worker *before* it reads a question, so no nonce is in the worker's memory; the worker
+# drops stdin/stdout (the grader's channel), imports the learner's modules and forks once per
+# question; that fork calls the function and answers the keeper through a pipe, tagged with the
+# question's sequence number. The keeper adds the nonce and answers the grader. run_agent's model
+# is served by the keeper, which counts the calls itself: an answer cannot claim calls it never made.
+
+IMPORT_SECONDS = 30       # the learner's import, in the worker
+WORKER_RESTARTS = 5       # a function that kills its worker costs a fresh import, this many times
+LINE_BYTES = 1 << 20
+
+
+def _read_line(fd: int, buffer: bytearray, deadline: float) -> bytes | None:
+    """One line from ``fd`` before ``deadline`` (time.monotonic); None on EOF or time-out."""
+    import select
+    import time
+    while b"\n" not in buffer:
+        left = None if deadline == float("inf") else deadline - time.monotonic()
+        if left is not None and left <= 0 or not select.select([fd], [], [], left)[0]:
+            return None
+        chunk = os.read(fd, 1 << 16)
+        if not chunk:
+            return None
+        buffer += chunk
+        if len(buffer) > LINE_BYTES and b"\n" not in buffer:
+            buffer.clear()
+    line, _, rest = bytes(buffer).partition(b"\n")
+    buffer[:] = rest
+    return line
+
+
+class Worker:
+    """The worker process, seen from the keeper: its pid and three pipes."""
+
+    def __init__(self, code_dir: str):
+        import time
+        q_read, self.q_write = os.pipe()
+        self.a_read, a_write = os.pipe()
+        r_read, self.r_write = os.pipe()
+        self.pid = os.fork()
+        if self.pid == 0:
+            for fd in (self.q_write, self.a_read, self.r_write):
+                os.close(fd)
+            try:
+                _worker(code_dir, q_read, a_write, r_read)
+            finally:
+                os._exit(0)
+        for fd in (q_read, a_write, r_read):
+            os.close(fd)
+        self.buffer, self.seq = bytearray(), 0
+        line = _read_line(self.a_read, self.buffer, time.monotonic() + IMPORT_SECONDS)
+        self.hello = _json(line)
+        if self.hello is None:
+            self.ended = self.stop()
+
+    def stop(self) -> str:
+        """Kill it; how it had ended ("" when it was still running)."""
+        import time
+        ended = ""
+        for _ in range(10):   # a worker that closed its pipe by exiting is reaped within a moment
+            try:
+                pid, status = os.waitpid(self.pid, os.WNOHANG)
+            except ChildProcessError:
+                ended = "ended"
+                break
+            if pid:
+                ended = f"exit code {os.waitstatus_to_exitcode(status)}"
+                break
+            time.sleep(0.05)
+        if not ended:
+            try:
+                os.kill(self.pid, signal.SIGKILL)
+                os.waitpid(self.pid, 0)
+            except OSError:
+                pass
+        for fd in (self.q_write, self.a_read, self.r_write):
+            try:
+                os.close(fd)
+            except OSError:
+                pass
+        return ended
+
+    def ask(self, question: dict) -> dict | None:
+        """The worker's answer to one question (None: it died or went silent; it is then stopped)."""
+        import time
+        self.seq += 1
+        try:
+            os.write(self.q_write, (json.dumps({**question, "seq": self.seq}) + "\n").encode())
+        except OSError:
+            return None
+        seen, script = [], question.get("script") or []
+        deadline = time.monotonic() + PROBE_SECONDS + 3
+        while True:
+            msg = _json(_read_line(self.a_read, self.buffer, deadline))
+            if msg is None:
+                return None
+            if msg.get("seq") != self.seq:
+                continue
+            if "model" in msg:        # one model call of run_agent: counted and answered here
+                seen.append(msg["model"] if isinstance(msg["model"], list) else [])
+                reply = {"stop": True} if len(seen) > 50 else script[min(len(seen), len(script)) - 1] if script else {}
+                try:
+                    os.write(self.r_write, (json.dumps({**reply, "seq": self.seq}) + "\n").encode())
+                except OSError:
+                    return None
+                continue
+            answer = msg.get("answer")
+            if not isinstance(answer, dict):
+                return None
+            if question["op"] == "loop":
+                answer["seen"] = seen   # the calls this process served, whatever the answer says
+            return answer
+
+
+def _json(line):
+    try:
+        value = json.loads(line) if line else None
+    except ValueError:
+        return None
+    return value if isinstance(value, dict) else None
+
+
+def _worker(code_dir: str, q_read: int, a_write: int, r_read: int) -> None:
+    """Imports the learner's modules, then answers each question in a fresh fork."""
+    null = os.open(os.devnull, os.O_RDWR)
+    os.dup2(null, 0)   # the grader's channel is not this process's: nothing here can read or write it
+    os.dup2(null, 1)
+    os.close(null)
+    code = Path(code_dir).resolve()
+    sys.argv = [str(code / "copilot.py")]    # an ordinary run, as far as anything here can tell
+    main = sys.modules.get("__main__")
+    if main is not None:
+        main.__file__ = sys.argv[0]
+    sys.path.insert(0, str(code))
+    send = lambda rec: os.write(a_write, (json.dumps(rec, ensure_ascii=True) + "\n").encode())  # noqa: E731
+    errors, modules = [], {}
+    for name in ("tools", "agent_loop"):
+        try:
+            modules[name] = __import__(name)
+        except BaseException as exc:  # noqa: BLE001
+            errors.append([f"{name}.py", f"{type(exc).__name__}: {str(exc)[:300]}"])
+            if name == "tools":
+                break
+    send({"import_errors": errors})
+    buffer = bytearray()
+    while True:
+        question = _json(_read_line(q_read, buffer, float("inf")))
+        if question is None:
+            return
+        answer_in_a_fork(modules, question, lambda rec, seq=question.get("seq"): send({"seq": seq, "answer": rec}),
+                         a_write, r_read)
+
+
 def main(code_dir: str) -> int:
-    out = sys.stdout
-    send = lambda rec: (out.write(json.dumps(rec, ensure_ascii=True) + "\n"), out.flush())  # noqa: E731
-    hello = json.loads(sys.stdin.readline())
-    sys.path.insert(0, str(Path(code_dir).resolve()))
-    errors = []
-    try:
-        import tools
-    except BaseException as exc:  # noqa: BLE001
-        send({"nonce": hello["nonce"], "import_errors": [["tools.py", f"{type(exc).__name__}: {str(exc)[:300]}"]]})
+    if sys.platform.startswith("linux"):
+        try:   # not dumpable: a learner process of the same user cannot open this one's descriptors or memory
+            import ctypes
+            ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+        except (OSError, AttributeError):
+            pass
+    out, buffer = sys.stdout.buffer, bytearray()
+
+    def send(rec):
+        out.write((json.dumps(rec, ensure_ascii=True) + "\n").encode())
+        out.flush()
+
+    worker, restarts = Worker(code_dir), 0
+    hello = _json(_read_line(0, buffer, float("inf")))
+    if hello is None:
         return 0
-    modules = {"tools": tools}
-    try:
-        import agent_loop
-        modules["agent_loop"] = agent_loop
-    except BaseException as exc:  # noqa: BLE001
-        errors.append(["agent_loop.py", f"{type(exc).__name__}: {str(exc)[:300]}"])
-    send({"nonce": hello["nonce"], "import_errors": errors})
-    for line in sys.stdin:
-        question = json.loads(line)
-        if hasattr(os, "fork"):
-            answer_in_a_fork(modules, question, send)
-        else:
-            send(answer_here(modules, question))
+    if worker.hello is None:
+        why = f"the probe ended while importing the learner's modules ({worker.ended})" if worker.ended else \
+            f"the learner's modules did not finish importing within {IMPORT_SECONDS:g} s"
+        send({"nonce": hello.get("nonce"), "import_errors": [], "import_failed": why})
+        return 0
+    send({"nonce": hello.get("nonce"), "import_errors": worker.hello.get("import_errors", [])})
+    while True:
+        if worker is None and restarts < WORKER_RESTARTS:   # forked before the question (and its nonce) is read
+            restarts += 1
+            worker = Worker(code_dir)
+            if worker.hello is None:
+                worker = None
+                restarts = WORKER_RESTARTS
+        line = _read_line(0, buffer, float("inf"))
+        question = _json(line)
+        if question is None:
+            break
+        nonce = question.pop("nonce", None)
+        if worker is None:
+            send({"nonce": nonce, "not_asked": "the learner's code ended the probe's worker too often"})
+            continue
+        answer = worker.ask(question)
+        if answer is None:
+            ended = worker.stop()
+            worker = None
+            answer = {"raised": "ProcessEnded", "message": "the call ended its own process"} if ended else \
+                {"hung": f"no answer within {PROBE_SECONDS} s"}
+        answer = {k: v for k, v in answer.items() if k in ANSWER_KEYS}
+        send({"nonce": nonce, **answer})
+    if worker is not None:
+        worker.stop()
     return 0
+
+
+ANSWER_KEYS = {"returned", "type", "raised", "message", "hung", "calls", "seen", "transcript"}
 
 
 def answer_here(modules: dict, question: dict) -> dict:
@@ -169,25 +367,26 @@ def answer_here(modules: dict, question: dict) -> dict:
     try:
         answer = call(modules, question)
     except ProbeTimeout as exc:  # the alarm rang between the call and its answer
-        answer = {"nonce": question["nonce"], "hung": str(exc)}
+        answer = {"hung": str(exc)}
     if timed:
         signal.setitimer(signal.ITIMER_REAL, 0)
     return answer
 
 
-def answer_in_a_fork(modules: dict, question: dict, send) -> None:
+def answer_in_a_fork(modules: dict, question: dict, send, a_write: int, r_read: int) -> None:
     """The learner function runs in a child that ends after this one answer."""
     read_end, write_end = os.pipe()
     pid = os.fork()
     if pid == 0:
         os.close(read_end)
+        _MODEL.update(seq=question.get("seq"), a_write=a_write, r_read=r_read)
         try:
             data = (json.dumps(answer_here(modules, question), ensure_ascii=True) + "\n").encode()
             os.write(write_end, data)
         finally:
             os._exit(0)
     os.close(write_end)
-    chunks, deadline = [], PROBE_SECONDS + 2
+    chunks, deadline = [], PROBE_SECONDS + 1
     import select
     import time
     end, late = time.monotonic() + deadline, False
@@ -207,15 +406,14 @@ def answer_in_a_fork(modules: dict, question: dict, send) -> None:
         pass
     os.waitpid(pid, 0)
     text = b"".join(chunks).decode("utf-8", "replace").strip().splitlines()
-    try:
-        answer = json.loads(text[-1]) if text else None
-    except ValueError:
-        answer = None
-    if not isinstance(answer, dict) or answer.get("nonce") != question["nonce"]:
-        answer = {"nonce": question["nonce"], "hung": f"no answer within {PROBE_SECONDS} s"} if late else \
-            {"nonce": question["nonce"], "raised": "ProcessEnded", "message": "the call ended its own process"}
+    answer = _json(text[-1]) if text else None
+    if answer is None:
+        answer = {"hung": f"no answer within {PROBE_SECONDS} s"} if late else \
+            {"raised": "ProcessEnded", "message": "the call ended its own process"}
     send(answer)
 
 
 if __name__ == "__main__":
+    if len(sys.argv) > 2:
+        IMPORT_SECONDS = float(sys.argv[2])
     sys.exit(main(sys.argv[1]))

@@ -26,6 +26,7 @@ from harness.milestones import ALL, milestone_of_test_file  # noqa: E402  (the c
 from harness.plugin import NOT_DONE_PREFIX, REPEATED_MESSAGE  # noqa: E402  (the words the board prints)
 
 PYTEST_TIMEOUT = 420        # the whole run; each test has its own, shorter, limit
+FIRST_RECORD_SECONDS = 120  # no test started by then: the session is ended (an import that stalls)
 
 
 @dataclass
@@ -47,6 +48,26 @@ class Board:
     ran: object = None        # runner.Ran of the pytest process
     source: str = "stream"    # stream (read live by the grader) | log (a file: containers only)
     collection_error: str = ""
+    expected: list = field(default_factory=list)   # "file::test" the lab defines in the files that were run
+
+    def missing(self) -> list:
+        """Tests the lab defines that the stream never mentioned (not even as a file that failed to
+        collect): not observed, never passed."""
+        if any(t.nodeid == "collection" for t in self.tests):
+            return []
+        failed_files = {t.nodeid for t in self.tests if "::" not in t.nodeid}
+        return [n for n in self.expected if n.split("::")[0] not in failed_files and not self.named(n)]
+
+    def cause(self) -> str:
+        """Whose doing the missing tests are: "learner" when the session ended by itself, was skipped
+        after the learner's import stalled, or never reported a single test before its deadline;
+        "grader" when its deadline cut a session short that was reporting tests."""
+        ran = self.ran
+        if ran is None or getattr(ran, "skipped", ""):
+            return "learner"
+        if ran.timed_out and self.tests:
+            return "grader"
+        return "learner"
 
     def of(self, milestone: str) -> list:
         return [t for t in self.tests if t.milestone == milestone]
@@ -90,13 +111,21 @@ def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, limits: tupl
               box=None) -> Board:
     """limits: (seconds per test, seconds per test after a first timeout).
     quick: only the M1-M4 tests (no litellm import): seconds instead of tens of seconds."""
-    log = home / "tests.jsonl"
+    # containers only (no descriptor crosses into one): a single file outside the work folder, bound
+    # into the container as itself, so it cannot be swapped for a FIFO or a link; read back bounded
+    log = home.parent / f"tests-{os.getpid()}-{threading.get_ident()}.jsonl"
     files = sorted(str(p.relative_to(lab)) for pattern in CORE_FILES for p in lab.glob(pattern)) if quick else ["code/tests"]
     args = ["-m", "pytest", "-p", "no:cacheprovider", "-p", "grading.pytest_timer", "--unlock-all",
             "-q", "--tb=short", *files]
     if stretch and not quick:
         args.insert(-1, "--stretch")
-    streamed = runner.POSIX and getattr(box, "kind", "none") in ("bubblewrap", "none")
+    streamed = runner.POSIX and getattr(box, "kind", "none") in ("bubblewrap", "none", "user")
+    if not streamed:
+        log.write_bytes(b"")
+        os.chmod(log, 0o666)    # the container's unprivileged user appends to it
+        if box is not None:
+            import dataclasses
+            box = dataclasses.replace(box, writable=[*box.writable, log])
     read_fd, write_fd = os.pipe() if streamed else (None, None)
     channel = {"GRADE_LOG_FD": str(write_fd)} if streamed else {"GRADE_LOG": str(log)}
     env = runner.child_env(home, PYTHONPATH=str(lab / "rubric"), GRADE_TEST_SECONDS=str(limits[0]),
@@ -111,6 +140,11 @@ def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, limits: tupl
             if streamed:
                 os.close(write_fd)
                 write_fd = None
+                child.wait(child.started + FIRST_RECORD_SECONDS)
+                if child.timed_out and not lines:   # not one test started: the import stalls (the learner's)
+                    child.end()
+                else:
+                    child.timed_out = False
             ran = child.finish()
     finally:
         if write_fd is not None:
@@ -119,7 +153,12 @@ def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, limits: tupl
         reader.join(timeout=5)    # everything is dead by now; a descriptor held elsewhere cannot hold us
     else:
         lines = _read_lines(log)
-    board = Board(ran=ran, source="stream" if streamed else "log")
+        try:
+            log.unlink()
+        except OSError:
+            pass
+    board = Board(ran=ran, source="stream" if streamed else "log", expected=[n for n in defined_tests(lab, files)
+                                                                           if stretch or not _is_stretch(n)])
     board.tests = _resolve_repeats(_from_log(lines))
     errors = [t for t in board.tests if t.outcome == "failed" and (t.milestone is None or "::" not in t.nodeid)]
     if errors:
@@ -127,6 +166,35 @@ def run_board(lab: Path, home: Path, stretch: bool, memory_mb: int, limits: tupl
     if not board.tests and not ran.timed_out:
         board.collection_error = (ran.stdout[-1500:] + ran.stderr[-1500:]).strip()
     return board
+
+
+def skipped_board(lab: Path, stretch: bool, quick: bool, why: str) -> Board:
+    """The board of a session not run (the learner's import already stalled): every test not observed."""
+    files = sorted(str(p.relative_to(lab)) for pattern in CORE_FILES for p in lab.glob(pattern)) if quick else ["code/tests"]
+    return Board(ran=runner.Ran(["pytest"], None, "", why, 0.0, skipped=why),
+                 expected=[n for n in defined_tests(lab, files) if stretch or not _is_stretch(n)])
+
+
+def _is_stretch(nodeid: str) -> bool:
+    m = milestone_of_test_file(nodeid.split("::", 1)[0])
+    return bool(m and m.stretch)
+
+
+def defined_tests(lab: Path, run: list) -> list:
+    """"code/tests/test_x.py::test_name" for every test function in the files (or folders) ``run``."""
+    import ast
+    out = []
+    for item in run:
+        path = lab / item
+        for f in sorted(path.glob("test_*.py")) if path.is_dir() else [path]:
+            try:
+                tree = ast.parse(f.read_text(encoding="utf-8"))
+            except (OSError, SyntaxError, ValueError):
+                continue
+            rel = f.relative_to(lab).as_posix()
+            out += [f"{rel}::{n.name}" for n in tree.body
+                    if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef)) and n.name.startswith("test_")]
+    return out
 
 
 LINE_BYTES = 64 << 10       # a real record is a few KB (its message is cut at 1,500 characters)
@@ -150,11 +218,10 @@ def _drain(fd: int, lines: list) -> None:
 
 
 def _read_lines(path: Path) -> list:
-    try:
-        with open(path, encoding="utf-8", errors="replace") as fh:
-            return [line for _, line in zip(range(100_000), fh)]
-    except OSError:
-        return []
+    """The log's lines, read without following a link or blocking on a FIFO (a learner's atexit hook
+    may have replaced it), regular files only, at most KEEP_BYTES."""
+    from grading.workspace import read_back
+    return read_back(path, KEEP_BYTES).decode("utf-8", "replace").splitlines()[:100_000]
 
 
 def _milestone(nodeid: str) -> str | None:

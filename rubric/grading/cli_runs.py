@@ -89,6 +89,9 @@ def reference_breaks(lab: Path, home: Path, memory_mb: int, why: str, box=None) 
                                                   scratch=[ref_home] if box.scratch else [])
             if box is not None and box.kind in ("docker", "podman"):
                 os.chmod(ref_home, 0o777)
+            if ref_box:
+                os.chmod(fresh, 0o711)
+                ref_box.share(readable=[ref_lab], writable=[ref_home])
             ref = _python(ref_lab, ref_home, ["break_and_observe.py", "all", "--simulate"], BREAK_TIMEOUT, memory_mb,
                           ref_box)
             workspace.remove_tree(ref_lab)   # a copy of read-only files: TemporaryDirectory alone may fail

@@ -91,7 +91,7 @@ def suggest(rubric: dict, ev: dict) -> dict:
     rules = {1: _implementation, 2: _loop, 3: _sandbox, 4: _understanding, 5: _failure, 6: _evaluation, 7: _starcall}
     out = {}
     for number, rule in rules.items():
-        s = _hold(number, ev) or rule(rubric[number], ev)
+        s = _hold(number, ev) or _observed(number, rubric[number], ev, rule(rubric[number], ev))
         s.points = 0 if s.mark == "HOLD" else rubric[number].points[s.level]
         out[number] = s
     return out
@@ -132,6 +132,56 @@ def _hold(number, ev):
         return None
     return _s("HOLD", [w for _, w in why] + ["talk to the learner before any level: ask them to walk you through "
                                              "the code and the change"], why[0][0], "high", "HOLD")
+
+
+def not_observed(number: int, c, ev) -> tuple:
+    """(gaps the learner's code caused, gaps the grader's own limits caused) in what decides code
+    criterion ``number``: guiding tests the stream never mentioned, probes never asked."""
+    board, battery = ev["board"], ev["battery"]
+    learner, grader = [], []
+    missing = board.missing() if hasattr(board, "missing") else []
+    if number == 2:
+        missing = [n for n in missing if any(n == t or n.endswith("::" + t.split("::")[-1]) for t in c.tests)]
+    elif number == 3:
+        missing = [n for n in missing if "test_m1_" in n or any(n == t for t in c.tests if "test_m3_" in t)]
+    if missing:
+        names = ", ".join(n.split("::")[-1] for n in missing[:4]) + (f" and {len(missing) - 4} more" if len(missing) > 4 else "")
+        why = f"{len(missing)} guiding test(s) never reported ({names}): {board.ran.describe() if board.ran else 'not run'}"
+        (learner if board.cause() == "learner" else grader).append(why)
+    if battery.not_observed:
+        asked = {1: True, 2: battery.error or any(p["result"] == "not asked" for p in battery.parsing + battery.looping),
+                 3: battery.error or any(v["status"] == "not observed" for v in battery.classes().values())}[number]
+        if asked:
+            (learner if battery.cause == "learner" else grader).append(
+                "instructor battery: " + "; ".join(battery.not_observed[:3]) +
+                (" (asked twice)" if battery.attempts > 1 else ""))
+    return learner, grader
+
+
+def _observed(number, c, ev, s):
+    """``s`` when everything that decides code criterion ``number`` was observed. What was not observed
+    never counts as passing: a HOLD where the learner's code caused the gap (an import that exits or
+    stalls, a probe it killed), a READ where the grader's own limits did (asked again first)."""
+    if number not in (1, 2, 3) or s.mark == "HOLD" or "board" not in ev:
+        return s
+    if all(i.get("stub") for q, i in ev["integrity"].get("functions", {}).items() if q in FUNCTION_CRITERION) \
+            and ev["integrity"].get("functions"):
+        return s    # nothing of theirs ran: the stubs' level says more
+    learner, grader = not_observed(number, c, ev)
+    from grading.battery import unconfirmed
+    alone = unconfirmed(ev["board"], ev["battery"], c.tests) if hasattr(ev["board"], "missing") else []
+    if alone and not learner and s.level in ("Proficient", "Exemplary"):
+        s.reasons.append("unconfirmed (these pass only in the learner's process; no probe judged outside checks "
+                         "them): " + ", ".join(n.split("::")[-1] for n in alone[:5]))
+    if learner:
+        return _s("HOLD", [f"not observed: {w}" for w in learner] + [
+            "the learner's code kept the grader from observing this (it exited, stalled or killed the probe): "
+            "talk to the learner before any level"], "HOLD.not_observed", "high", "HOLD")
+    if grader:
+        return _s(s.level, [f"not observed (the grader's own limits, not the learner's code): {w}" for w in grader]
+                  + [f"suggested from what was observed: {r}" for r in s.reasons], "READ.not_observed", "low", "READ",
+                  s.quotes)
+    return s
 
 
 def _contradicted(ev) -> dict:
@@ -208,7 +258,7 @@ def _explained(ev, key) -> bool:
     return bool(r.get("specific")) and r.get("engages", False)
 
 
-def _observed(records: list) -> bool:
+def _answered(records: list) -> bool:
     """The function answered at least one probe (a probe process killed before asking observes nothing)."""
     return any(p["result"] != "hung" for p in records)
 
@@ -238,14 +288,14 @@ def _loop(c, ev):
     orphans = [p for p in wrong_loop if "no assistant turn before them" in p["detail"]]   # battery.ORPHANS
     unbounded = _signal(ev, "no bound on model calls")   # learner_code.UNBOUNDED
     missing = []
-    if never_stops or cap_bad and not _observed(battery.looping) and unbounded and unbounded.found:
+    if never_stops or cap_bad and not _answered(battery.looping) and unbounded and unbounded.found:
         missing.append("uncapped loop: run_agent kept calling a model that never stops past max_steps" if never_stops
                        else "the cap tests fail and run_agent never reads max_steps (no bound on model calls)")
     if orphans:
         missing.append("tool results appended without the assistant turn that made their calls (observed)")
     if missing:
         return _s("Missing", missing + [f"failing: {_names(bad)}" for _ in bad[:1]] + seen[:3], "C2.red_flag")
-    if not _observed(battery.looping) and unbounded and unbounded.found:
+    if not _answered(battery.looping) and unbounded and unbounded.found:
         return _s("Missing", ["run_agent never reads max_steps: no bound on model calls anywhere (the loop could not be "
                               "observed running, so this text signal decides)"], "C2.unbounded_unobserved", "medium")
     outside = [why for m, why in _contradicted(ev).items() if m == "M2" or m == "M4" and wrong_loop]
@@ -263,7 +313,7 @@ def _loop(c, ev):
                        "arguments every turn, the answer on the last step, calls after an error included)")
     explained = [k for k in ("3", "4", "5") if _explained(ev, k)]
     quotes = [_answer_quote(ev, k) for k in ("3", "4", "5")]
-    if len(explained) == 3 and _observed(battery.looping):
+    if len(explained) == 3 and _answered(battery.looping):
         return _s("Exemplary", reasons + ["UNDERSTANDING.md 3, 4 and 5 explain it in the learner's own terms: confirm"]
                   + _notes(ev, 2), "C2.explained", "medium", "READ", quotes)
     if len(explained) < 3:

@@ -68,7 +68,7 @@ def load_reports(folder: Path) -> dict:
 
 def read_decisions(edited: Path, reports: dict, rubric: dict) -> tuple:
     """(decisions, errors): learner -> ({number: (level, points)}, note); errors one line each."""
-    errors, decisions = [], {}
+    errors, decisions, refused = [], {}, set()
     try:
         with open(edited, newline="", encoding="utf-8-sig") as fh:
             rows = list(csv.DictReader(fh))
@@ -82,16 +82,19 @@ def read_decisions(edited: Path, reports: dict, rubric: dict) -> tuple:
     by_level = {level.lower(): level for level in criteria.LEVELS}
     known = {terminal(name): name for name in reports}  # the CSV holds names with control characters escaped
     for line, row in enumerate(rows, 2):
-        cell = csv_uncell(row.get("learner") or "")
+        raw = row.get("learner") or ""
+        cell = raw if known.get(raw, raw) in reports else csv_uncell(raw)   # a learner's own leading ' stays
         learner = known.get(cell, cell)
         where = f"{edited}:{line}: {cell!r}"
         if learner not in reports:
             errors.append(f"{where}: unknown learner (no JSON report with that name)")
             continue
-        if learner in decisions:
+        if learner in decisions or learner in refused:
             errors.append(f"{where}: this learner has two rows")
+            decisions.pop(learner, None)
+            refused.add(learner)
             continue
-        chosen = {}
+        chosen, before = {}, len(errors)
         for n in SHORT:
             cell = csv_uncell((row.get(f"c{n}_level") or "").strip())
             if cell.upper() == HOLD:
@@ -101,6 +104,9 @@ def read_decisions(edited: Path, reports: dict, rubric: dict) -> tuple:
             else:
                 level = by_level[cell.lower()]
                 chosen[n] = (level, rubric[n].points[level])
+        if len(errors) > before:   # a row with a problem is refused, the rest of the class is not
+            refused.add(learner)
+            continue
         decisions[learner] = (chosen, csv_uncell(row.get(NOTE) or ""))
     return decisions, errors
 
@@ -136,15 +142,16 @@ def final_header() -> list:
 
 
 def finalize(edited: Path, reports_dir: Path, final_csv: Path, feedback_dir: Path) -> list:
-    """Errors (one line each, nothing written) or [] after writing the final CSV and feedback files."""
+    """Errors (one line per refused row) after writing the final CSV and feedback files for every other
+    row; nothing is written when the file itself or every row is unusable."""
     reports = load_reports(reports_dir)
     if not reports:
         return [f"{reports_dir}: no JSON reports (grade.py --out writes them; pass the same --out here)"]
     rubric = criteria.load_rubric()
     decisions, errors = read_decisions(edited, reports, rubric)
     dropped, drop_errors = read_dropped(edited, reports)
-    errors += drop_errors
-    if errors:
+    errors += drop_errors   # an unknown id is reported; the row keeps the findings it named rightly
+    if not decisions:   # one bad row costs that row only; with no good row, nothing is written
         return errors
     feedback_dir.mkdir(parents=True, exist_ok=True)
     with open(final_csv, "w", newline="", encoding="utf-8") as fh:
@@ -159,4 +166,4 @@ def finalize(edited: Path, reports_dir: Path, final_csv: Path, feedback_dir: Pat
             writer.writerow([csv_cell(v) for v in row])
             (feedback_dir / f"{file_stem(learner)}.md").write_text(feedback.render(r, chosen, note, dropped.get(learner, ())),
                                                                         encoding="utf-8")
-    return []
+    return errors

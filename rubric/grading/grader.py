@@ -41,9 +41,13 @@ def make_box(sandbox: str, tmp: Path, lab: Path, home: Path, battery: Path) -> B
     kind, why = choose_sandbox(sandbox)
     if not kind:
         raise NoSandbox(f"{why}; {sandbox_mod.HOW_TO_GET_ONE}")
-    if kind in ("docker", "podman"):
-        os.chmod(home, 0o777)   # the container's unprivileged user writes there
-        return Box(kind, readonly=[lab, battery], writable=[home])
+    if kind in ("docker", "podman"):   # home a sized tmpfs per command, as under bubblewrap
+        return Box(kind, readonly=[lab, battery], scratch=[home])
+    if kind == "user":   # no mounts: modes decide what the learner's user reads (the lab) and writes (home)
+        box = Box(kind, readonly=[lab, battery], writable=[home], user=sandbox_mod.SANDBOX_USER)
+        os.chmod(tmp, 0o711)
+        box.share(readable=[battery], writable=[home])
+        return box
     return Box(kind, readonly=[lab, battery], scratch=[home] if kind == "bubblewrap" else [],
                writable=[] if kind == "bubblewrap" else [home])
 
@@ -61,7 +65,7 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
     sandbox: auto | bubblewrap | docker | podman | none. Raises NoSandbox when the one asked for
     cannot run here (none never needs one: the instructor asked for it)."""
     started = time.monotonic()
-    tmp = Path(tempfile.mkdtemp(prefix="grade-"))
+    tmp = Path(tempfile.mkdtemp(prefix="lab-"))   # no "grade" in any path learner code sees
     try:
         notes = workspace.copy_submission(submission, tmp / "submission")
         root = workspace.find_lab_root(tmp / "submission")
@@ -70,11 +74,21 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
         battery_tree.mkdir()
         box = make_box(sandbox, tmp, lab, home, battery_tree)
         missing = workspace.build_lab(lab, root / "code", as_submitted)
-        board = board_mod.run_board(lab, home, stretch, memory_mb, (test_seconds, after_seconds), quick, box=box)
+        box.share(readable=[lab])
+        # The battery first: it imports the learner's modules within seconds. An import that stalls
+        # there (or in the tests) ends this learner's budget: the rest is skipped, not observed.
         battery = battery_mod.run_battery(lab, home, memory_mb, box=box, base=battery_tree)
+        stalled = battery.cause == "learner" and battery.error and "did not finish importing" in battery.error
+        if stalled:
+            board = board_mod.skipped_board(lab, stretch, quick, f"skipped: {battery.not_observed[0]}")
+        else:
+            board = board_mod.run_board(lab, home, stretch, memory_mb, (test_seconds, after_seconds), quick, box=box)
+            if board.ran.timed_out and not board.tests:
+                stalled = True
         hung = [t.name for t in board.tests if t.outcome == "timeout" and t.milestone in ("M4", "M5", "M6")]
-        if hung:  # the loop does not return: every tool below would only wait for its own timeout
-            why = f"skipped: the learner's loop did not return in the tests ({hung[0]} timed out)"
+        if hung or stalled:  # the loop does not return: every tool below would only wait for its own timeout
+            why = (f"skipped: the learner's loop did not return in the tests ({hung[0]} timed out)" if hung else
+                   "skipped: the learner's modules stalled while importing (not observed)")
             defences, simulated = cli_runs.skipped("python break_and_observe.py all", why), \
                 cli_runs.reference_breaks(lab, home, memory_mb, why, box=box)
             evaluation = cli_runs.skipped("python evaluate.py", why)
@@ -99,6 +113,7 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
             "contradicted": battery_mod.contradicted(board, battery),
             # copying of rubric/reference/: functions alike after canonicalising, its own wording, HOLD or note
             "reference_copy": _guarded(unreadable, "copying.reference_copy", {}, copying.reference_copy, root / "code"),
+            "not_observed": _not_observed(board, battery),
         }
         ev["prose"] = _guarded(unreadable, "prose review", {}, prose.review, root, ev["understanding"], ev["failure"],
                                simulated.blocks or {})
@@ -110,6 +125,18 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
             workspace.remove_tree(tmp)
     result["seconds"] = round(time.monotonic() - started, 1)
     return result
+
+
+def _not_observed(board, battery) -> list:
+    """What the grader could not observe, and whose doing it was (criteria.not_observed judges it)."""
+    out = []
+    missing = board.missing()
+    if missing:
+        out.append(f"{len(missing)} guiding test(s) never reported ({board.ran.describe() if board.ran else 'not run'}; "
+                   f"{'the learner' if board.cause() == 'learner' else 'the grader'}'s doing)")
+    out += [f"battery: {w} ({'the learner' if battery.cause == 'learner' else 'the grader'}'s doing)"
+            for w in battery.not_observed]
+    return out
 
 
 def _guarded(unreadable: list, what: str, default, fn, *args):
@@ -230,9 +257,10 @@ def _ev_loop(c, ev):
                 ("`run_agent` against a scripted model (cap, message order, one result per id)", "scripts",
                  ev["battery"].loop_summary()))
     for what, unit, seen in observed:
-        if seen["of"]:
+        if seen["of"] or seen.get("not_asked"):
             lines.append(f"- {what}, observed in a child process and judged by the grader: " + (
-                "not started" if seen["not_started"] else f"{seen['correct']} of {seen['of']} {unit} as its contract says"))
+                "not started" if seen["not_started"] else f"{seen['correct']} of {seen['of']} {unit} as its contract says")
+                + (f"; {seen['not_asked']} not asked (not observed)" if seen.get("not_asked") else ""))
             lines += [f"    - {w}" for w in seen["wrong"][:4] if not seen["not_started"]]
     runaway = (ev["defences"].blocks or {}).get("runaway")
     if runaway:
@@ -372,7 +400,7 @@ def _integrity(ev) -> dict:
              + integ["provided_edited"], "matches_reference_solution": same, "stubs_still_raising": core_stubs,
              "timeouts": len(timeouts), "does_not_import": broken,
              "shadowing_modules_refused": [f"{p} ({why})" for p, why in refused],
-             "tests_contradicted_outside": ev.get("contradicted", [])}
+             "tests_contradicted_outside": ev.get("contradicted", []), "not_observed": ev.get("not_observed", [])}
     lines = [
         "- What ran: " + ("the learner's tools.py, agent_loop.py and stretch.py as submitted (--as-submitted)" if ev["as_submitted"]
                           else "the learner's functions (and any definitions they added) inside this lab's provided code; "
@@ -407,6 +435,7 @@ def _integrity(ev) -> dict:
     lines += [f"- copied from the reference, side by side: {code(x)}" for x in copied.get("lines", [])[:10]]
     lines += [f"- {b}" for b in broken]
     lines += [f"- **contradicted**: {x}" for x in flags["tests_contradicted_outside"]]
+    lines += [f"- **not observed** (never counted as passing): {x}" for x in flags["not_observed"]]
     if timeouts:
         lines.append(f"- {len(timeouts)} test(s) hit the grader's time limit (an endless loop?): {', '.join(timeouts[:5])}")
     lines.append(f"- Sandbox: {ev.get('limits') or ev.get('sandbox', 'none')}")

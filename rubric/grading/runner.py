@@ -20,11 +20,10 @@ import uuid
 from dataclasses import dataclass
 from pathlib import Path
 
-from grading.sandbox import Box, Group, is_secret_name
+from grading.sandbox import MAX_FILE_BYTES, MAX_PROCESSES, Box, Group, is_secret_name  # noqa: F401
 
 POSIX = os.name == "posix"
 DEFAULT_MEMORY_MB = 1536          # pytest + litellm needs < 1 GiB of address space
-MAX_FILE_BYTES = 256 << 20        # no single file written by learner code may exceed this
 OUTPUT_LIMIT = 200_000            # characters of stdout/stderr kept
 MAX_OPEN_FILES = 1024             # descriptors per learner process
 SPARE_PROCESSES = 256             # processes learner code may add (pytest's own subprocess tests need a few)
@@ -97,8 +96,12 @@ def drop_own_secrets() -> list:
     return dropped
 
 
-def _limits(memory_mb: int, group: Group | None):
-    processes = None if group else _process_ceiling()  # counted here, in the grader: the child must not read /proc
+NICE = 5                          # learner code yields to the grader itself
+
+
+def _limits(memory_mb: int, group: Group | None, user: str = "", cpu_seconds: float = 0):
+    # counted here, in the grader: the child must not read /proc. A separate user runs nothing else.
+    processes = None if group else (MAX_PROCESSES if user else _process_ceiling())
 
     def apply():  # runs in the child, before exec
         import resource
@@ -113,6 +116,16 @@ def _limits(memory_mb: int, group: Group | None):
         # hard, so it cannot be raised back: 256 processes x the usual 20,000+ could fill the host's file table
         files = min(MAX_OPEN_FILES, resource.getrlimit(resource.RLIMIT_NOFILE)[1])
         resource.setrlimit(resource.RLIMIT_NOFILE, (files, files))
+        try:
+            os.nice(NICE)
+        except OSError:
+            pass
+        if (group is None or not group.cpu) and cpu_seconds:   # no CPU quota: at least a CPU-time ceiling
+            limit = int(cpu_seconds) + 1
+            resource.setrlimit(resource.RLIMIT_CPU, (limit, limit + 5))
+        if user:   # last: the limits above are set while still allowed to
+            from grading.sandbox import become
+            become(user)
     return apply
 
 
@@ -172,7 +185,7 @@ class Child:
         # -s: no user site-packages, so a .pth one command planted in the writable HOME runs in no later one
         self.command = [sys.executable, "-s", *map(str, args)]
         self.name = f"lesson06-grade-{uuid.uuid4().hex[:12]}"
-        self.group = Group.make(memory_mb) if POSIX and self.box.kind in ("bubblewrap", "none") else None
+        self.group = Group.make(memory_mb) if POSIX and self.box.kind in ("bubblewrap", "none", "user") else None
         self.limits = self._describe_limits()
         self.box.limits = self.limits
         self._out = tempfile.TemporaryDirectory(prefix="grade-out-")   # the grader's; never inside the box
@@ -180,7 +193,8 @@ class Child:
         argv, run_env = self.box.wrap(self.command, Path(cwd), env, memory_mb, self.name)
         self.started = time.monotonic()
         container = self.box.kind in ("docker", "podman")   # its client is not the learner's code
-        options = {"start_new_session": True, "preexec_fn": None if container else _limits(memory_mb, self.group)} \
+        options = {"start_new_session": True, "preexec_fn": None if container else
+                   _limits(memory_mb, self.group, self.box.user if self.box.kind == "user" else "", timeout)} \
             if POSIX else {}
         if _STOPPING.is_set():
             self.proc, self.error, self.timed_out = None, "could not start: the grader is stopping", False
@@ -199,11 +213,14 @@ class Child:
         from grading import sandbox
         where = {"bubblewrap": "bubblewrap (user, PID, network, IPC, mount, UTS namespaces; lab read-only)",
                  "docker": "docker (--network none, read-only lab)", "podman": "podman (--network none, read-only lab)",
-                 "none": "no sandbox: learner code ran with the instructor's privileges"}[self.box.kind]
+                 "none": "no sandbox: learner code ran with the instructor's privileges",
+                 "user": f"a separate unprivileged user ({self.box.user}; no namespaces: every process of that user "
+                         "killed after each command)"}[self.box.kind]
         if self.box.kind in ("docker", "podman"):
             holds = f"container limits {self.memory_mb} MB, {sandbox.MAX_PROCESSES} tasks"
         elif self.group is not None:
-            holds = f"{self.group.version}: {self.memory_mb} MB and {sandbox.MAX_PROCESSES} tasks for the whole command"
+            holds = f"{self.group.version}: {self.memory_mb} MB and {sandbox.MAX_PROCESSES} tasks for the whole command" + \
+                (f", {self.group.cpu} at most" if self.group.cpu else ", a CPU-time ceiling per process")
         elif POSIX:
             holds = f"rlimits per process only ({self.memory_mb} MB address space each, a per-user process ceiling)"
         else:

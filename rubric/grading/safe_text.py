@@ -59,12 +59,14 @@ def csv_cell(value):
     if not isinstance(value, str):
         return value
     value = terminal_safe(value)
-    return "'" + value if value.startswith(FORMULA_START) else value
+    # a value that starts with ' gets one too, so csv_uncell takes off only the one added here
+    return "'" + value if value.startswith(FORMULA_START + ("'",)) else value
 
 
 def csv_uncell(value: str) -> str:
-    """What csv_cell was given, from a cell read back (a spreadsheet may or may not keep the ')."""
-    return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_START) else value
+    """What csv_cell was given, from a cell read back: the one ' csv_cell added, never a learner's own.
+    (A spreadsheet may drop that '; decisions.read_decisions tries the cell as it is first.)"""
+    return value[1:] if value.startswith("'") and value[1:].startswith(FORMULA_START + ("'",)) else value
 
 
 def name_text(name) -> str:
@@ -74,6 +76,11 @@ def name_text(name) -> str:
 
 
 def file_stem(name) -> str:
-    """A learner's name as a file name: no separator, control character or leading dot."""
-    stem = re.sub(r"[\x00-\x1f\x7f/\\:]", "_", name_text(name)).lstrip(".")
-    return stem[:120] or "learner"
+    """A learner's name as a file name: no separator, control character or leading dot. A name that
+    had to change gets a short hash of the original, so `alice:1` and `alice_1` never share a file."""
+    text = name_text(name)
+    stem = re.sub(r"[\x00-\x1f\x7f/\\:]", "_", text).lstrip(".")[:120] or "learner"
+    if stem == text:
+        return stem
+    import hashlib
+    return f"{stem}~{hashlib.sha256(text.encode('utf-8')).hexdigest()[:8]}"

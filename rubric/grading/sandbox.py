@@ -21,8 +21,14 @@ from pathlib import Path
 SECRET_HINTS = ("KEY", "TOKEN", "SECRET", "PASSWORD", "CREDENTIAL")
 SANDBOX_UID = 65534               # "nobody": an unprivileged user inside the namespace
 TMP_MB = 256                      # private /tmp (and /dev/shm) size inside the sandbox
+MAX_FILE_BYTES = 256 << 20        # no single file written by learner code may exceed this (runner's RLIMIT_FSIZE)
 MAX_PROCESSES = 256               # tasks (processes and threads) for one command and all it starts
+CPU_SHARE = 1.0                   # CPUs one command and all it starts may use at once (a quota, not a weight)
+CPU_PERIOD_US = 100_000
 DOCKER_IMAGE = os.environ.get("GRADE_DOCKER_IMAGE", "debian:bookworm-slim")
+# --sandbox user (where no namespace can be made, e.g. Gradescope's container): learner code runs as
+# this unprivileged user (rubric/gradescope/setup.sh creates it), never as the grader's own user
+SANDBOX_USER = os.environ.get("GRADE_SANDBOX_USER", "lesson06-learner")
 
 # Never visible inside, even where a bound folder holds it: the grader's own checkout.
 HIDDEN = [os.path.realpath(Path(__file__).resolve().parents[2])]
@@ -73,11 +79,15 @@ class Box:
     scratch: list = field(default_factory=list)
     limits: str = ""                                 # which limits held, for the evidence
 
+    user: str = ""                                   # kind "user": the account learner code runs as
+
     def wrap(self, command: list, cwd: Path, env: dict, memory_mb: int, name: str) -> tuple[list, dict]:
         """(argv to start, environment for that argv). A key-like variable never gets in, whoever built env."""
         env = {k: v for k, v in env.items() if not is_secret_name(k)}
         if self.kind == "bubblewrap":
             return self._bwrap(command, cwd, env), {"PATH": "/usr/bin:/bin"}
+        if self.kind == "user":   # the switch to the user happens in runner's preexec (sandbox.become)
+            return command, env
         if self.kind in ("docker", "podman"):
             return self._container(command, cwd, env, memory_mb, name), {
                 k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "DOCKER_HOST", "XDG_RUNTIME_DIR")}
@@ -111,22 +121,49 @@ class Box:
     def _container(self, command, cwd, env, memory_mb, name) -> list:
         argv = [shutil.which(self.kind) or self.kind, "run", "--rm", "-i", "--name", name, "--network", "none",
                 "--memory", f"{memory_mb}m", "--memory-swap", f"{memory_mb}m", "--pids-limit", str(MAX_PROCESSES),
+                "--cpus", f"{CPU_SHARE:g}",
                 "--read-only", "--tmpfs", f"/tmp:rw,size={TMP_MB}m,mode=1777", "--user", f"{SANDBOX_UID}:{SANDBOX_UID}",
-                "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--workdir", str(cwd)]
+                "--cap-drop", "ALL", "--security-opt", "no-new-privileges", "--workdir", str(cwd),
+                # no file larger than the runner's ceiling, nor more descriptors than it allows
+                "--ulimit", f"fsize={MAX_FILE_BYTES}:{MAX_FILE_BYTES}", "--ulimit", "nofile=1024:1024"]
         for p in python_dirs():
             argv += ["-v", f"{p}:{p}:ro"]
         for p in self.readonly:
             argv += ["-v", f"{p}:{p}:ro"]
-        for p in self.writable:
+        for p in self.writable:   # single files only (the test log): a folder would be an unsized disk
             argv += ["-v", f"{p}:{p}"]
-        for p in self.scratch:
+        for p in self.scratch:   # the work folder: sized, fresh for every command, never on the grader's disk
             argv += ["--tmpfs", f"{p}:rw,size={TMP_MB}m,mode=1777"]
         for k, v in env.items():
             argv += ["-e", f"{k}={v}"]
         return argv + [DOCKER_IMAGE, *map(str, command)]
 
+    def share(self, readable=(), writable=()) -> None:
+        """As a separate user, learner code sees the grader's folders only through their modes:
+        ``readable`` trees become world-readable (folders on the way traversable, not listable),
+        ``writable`` ones owned by that user. Other kinds see them through their mounts."""
+        if self.kind != "user":
+            return
+        uid, gid = user_ids(self.user)
+        for top in map(Path, readable):
+            for parent in reversed(top.parents):
+                if parent.is_dir() and str(parent).startswith(tempfile_root()) and parent != Path(tempfile_root()):
+                    os.chmod(parent, os.stat(parent).st_mode | 0o111)
+            for here, dirs, files in os.walk(top):
+                os.chmod(here, 0o755)
+                for f in files:
+                    path = os.path.join(here, f)
+                    if not os.path.islink(path):
+                        os.chmod(path, os.stat(path).st_mode | 0o444)
+        for top in map(Path, writable):
+            os.chown(top, uid, gid)
+            os.chmod(top, 0o700)
+
     def stop(self, name: str) -> None:
-        """A container outlives a killed client: remove it by name."""
+        """A container outlives a killed client: remove it by name. As a separate user, every process
+        of that user is killed (a double-forked daemon included): one learner command at a time."""
+        if self.kind == "user":
+            kill_user(self.user)
         if self.kind in ("docker", "podman"):
             try:
                 subprocess.run([self.kind, "kill", name], capture_output=True, timeout=30)
@@ -161,10 +198,95 @@ def container_works(kind: str) -> str:
     return ""
 
 
+def tempfile_root() -> str:
+    import tempfile
+    return os.path.realpath(tempfile.gettempdir())
+
+
+def user_ids(name: str) -> tuple[int, int] | None:
+    """(uid, gid) of an account that is not root, or None."""
+    try:
+        import pwd
+        entry = pwd.getpwnam(name)
+    except (ImportError, KeyError):
+        return None
+    return (entry.pw_uid, entry.pw_gid) if entry.pw_uid != 0 else None
+
+
+def become(name: str) -> None:
+    """In a child before exec: drop to ``name`` for good (groups, gid, then uid)."""
+    uid, gid = user_ids(name)
+    os.setgroups([])
+    os.setgid(gid)
+    os.setuid(uid)
+
+
+def kill_user(name: str) -> int:
+    """Kill every process of ``name`` (kill(-1) from a child that became that user reaches exactly
+    its processes, a double-forked daemon included); the number still alive after (0 expected)."""
+    import signal
+    import time
+    ids = user_ids(name)
+    if ids is None or not hasattr(os, "fork") or os.geteuid() != 0:
+        return 0
+    for _ in range(20):
+        pid = os.fork()
+        if pid == 0:
+            try:
+                become(name)
+                for _ in range(50):
+                    try:
+                        os.kill(-1, signal.SIGKILL)
+                    except ProcessLookupError:
+                        break
+            finally:
+                os._exit(0)
+        os.waitpid(pid, 0)
+        left = _processes_of(ids[0])
+        if not left:
+            return 0
+        time.sleep(0.05)
+    return len(_processes_of(ids[0]))
+
+
+def _processes_of(uid: int) -> list:
+    out = []
+    for pid in os.listdir("/proc") if os.path.isdir("/proc") else []:
+        try:
+            if pid.isdigit() and os.stat(f"/proc/{pid}").st_uid == uid:
+                out.append(int(pid))
+        except OSError:
+            continue
+    return out
+
+
+def user_works(name: str = "") -> str:
+    """"" when learner code can run as the unprivileged user ``name`` here, else why not."""
+    name = name or SANDBOX_USER
+    if not sys.platform.startswith("linux") or not hasattr(os, "geteuid"):
+        return f"{sys.platform}: no separate-user mode"
+    if os.geteuid() != 0:
+        return "a separate user needs the grader to run as root (as it does on Gradescope)"
+    if user_ids(name) is None:
+        return f"no unprivileged account {name!r} (rubric/gradescope/setup.sh creates it; GRADE_SANDBOX_USER names another)"
+    try:   # that user must be able to start this Python and import pytest from an ordinary folder
+        probe = subprocess.run([sys.executable, "-s", "-c", "import pytest"], capture_output=True, timeout=60, cwd="/",
+                               preexec_fn=lambda: become(name), env={"PATH": "/usr/bin:/bin", "HOME": "/"})
+    except (OSError, subprocess.SubprocessError) as exc:
+        return f"{sys.executable} cannot start as {name!r}: {exc}"
+    if probe.returncode:
+        return f"{sys.executable} cannot run as {name!r} (a folder above it is private?): " \
+               f"{probe.stderr.decode(errors='replace').strip()[-200:]}"
+    return ""
+
+
 def choose(wanted: str = "auto") -> tuple[str, str]:
     """(kind, why not) for the sandbox asked for; kind is "" when none can run here."""
     if wanted == "none":
         return "none", ""
+    if wanted == "user":
+        why = user_works()
+        return ("", why) if why else ("user", "")
     if wanted in ("auto", "bubblewrap"):
         why = bwrap_works()
         if not why:
@@ -186,6 +308,7 @@ class Group:
 
     def __init__(self, paths: list, version: str):
         self.paths, self.version = paths, version
+        self.cpu = ""    # the CPU quota that holds ("" = none: runner falls back to RLIMIT_CPU and nice)
 
     @classmethod
     def make(cls, memory_mb: int) -> "Group | None":
@@ -207,7 +330,8 @@ class Group:
             return None
         here = CGROUP / _own("").lstrip("/")
         wanted = {"memory", "pids"}
-        if not wanted <= set((here / "cgroup.subtree_control").read_text().split()):
+        enabled = set((here / "cgroup.subtree_control").read_text().split())
+        if not wanted <= enabled:
             return None
         path = here / name
         path.mkdir()
@@ -216,6 +340,9 @@ class Group:
             (path / "memory.max").write_text(str(memory_mb << 20))
             (path / "memory.swap.max").write_text("0") if (path / "memory.swap.max").exists() else None
             (path / "pids.max").write_text(str(MAX_PROCESSES))
+            if "cpu" in enabled:
+                (path / "cpu.max").write_text(f"{int(CPU_SHARE * CPU_PERIOD_US)} {CPU_PERIOD_US}")
+                group.cpu = f"{CPU_SHARE:g} CPU"
         except OSError:
             group.remove()
             raise
@@ -255,8 +382,20 @@ class Group:
         try:  # CPU accounting only: the grader and the benchmark report what each command cost
             account = CGROUP / "cpuacct" / _own("cpuacct").lstrip("/") / name
             _sweep(account.parent)
-            account.mkdir()
-            group.paths.append(account)
+            if not account.exists():   # cpu and cpuacct may share one hierarchy: then it is one folder
+                account.mkdir()
+                group.paths.append(account)
+        except OSError:
+            pass
+        try:  # a CPU quota: a learner forking busy processes takes one CPU, never a neighbour's
+            quota = CGROUP / "cpu" / _own("cpu").lstrip("/") / name
+            _sweep(quota.parent)
+            if not quota.exists():
+                quota.mkdir()
+                group.paths.append(quota)
+            (quota / "cpu.cfs_period_us").write_text(str(CPU_PERIOD_US))
+            (quota / "cpu.cfs_quota_us").write_text(str(int(CPU_SHARE * CPU_PERIOD_US)))
+            group.cpu = f"{CPU_SHARE:g} CPU"
         except OSError:
             pass
         return group

@@ -213,6 +213,31 @@ def _copy_regular(path: Path, to: Path) -> str:
     return ""
 
 
+def read_back(path: Path, limit: int) -> bytes:
+    """At most ``limit`` bytes of a file learner code could write: never through a link, never
+    blocking on a FIFO or device (opened non-blocking, checked to be a regular file); b"" otherwise."""
+    flags = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    try:
+        fd = os.open(path, flags)
+    except OSError:
+        return b""
+    try:
+        if not stat.S_ISREG(os.fstat(fd).st_mode):
+            return b""
+        chunks, left = [], limit
+        while left > 0:
+            chunk = os.read(fd, min(left, 1 << 20))
+            if not chunk:
+                break
+            chunks.append(chunk)
+            left -= len(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
+
+
 def _keep_link(src: Path, link: Path, rel: Path, dst: Path, notes: CopyNotes) -> None:
     """Recreate a symlink whose target is inside the submission; skip (and note) any other."""
     try:
