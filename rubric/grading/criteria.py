@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from grading.workspace import LAB_ROOT
+from grading.findings import own_block
 
 LEVELS = ("Exemplary", "Proficient", "Developing", "Missing")
 SHARE = {"Exemplary": 1.0, "Proficient": 0.75, "Developing": 0.40, "Missing": 0.0}
@@ -425,10 +426,11 @@ def _understanding(c, ev):
 
 
 def _own_evidence(b) -> bool:
-    """A break's evidence counts when one of its blocks ran on the learner's code (not `--simulate`)."""
+    """A break's evidence counts when one of its blocks ran on the learner's code (not `--simulate` or
+    `--reference`: the learner's board counts the same blocks)."""
     if "own_evidence" in b:
         return bool(b["own_evidence"])
-    return bool(b.get("evidence_block")) and "simulated" not in str(b.get("pasted_ran", "")).lower()
+    return bool(b.get("evidence_block")) and own_block({"ran": b.get("pasted_ran", "")})
 
 
 def _failure(c, ev):
@@ -460,7 +462,7 @@ def _failure(c, ev):
     reasons = [f"breaks complete (all five parts, evidence from the learner's own code): {', '.join(complete) or 'none'}; "
                f"specific to the break and the learner's code: {', '.join(specific) or 'none'}"]
     if simulated:
-        reasons.append(f"evidence only from `--simulate` (the break on the reference, not the learner's code): "
+        reasons.append(f"evidence only from `--simulate`/`--reference` (the break on the reference, not the learner's code): "
                        f"{', '.join(simulated)}")
     quotes = [f"{f['where']}: {f['quote'][:300]}" for f in found if f.get("caps")][:3] or \
         [f"{s} hypothesis: {breaks[s]['excerpts'].get('Hypothesis', '')}" for s in complete[:2]]
@@ -468,7 +470,7 @@ def _failure(c, ev):
         return _s("Developing", reasons + findings[:5] + ["contradicts its own evidence or repeats itself: at most Developing"]
                   + notes, "C5.contradicts_evidence", "high", "READ" if notes else None, quotes)
     if not own and simulated:
-        return _s("Developing", reasons + ["no evidence block from the learner's own code: `--simulate` blocks show the "
+        return _s("Developing", reasons + ["no evidence block from the learner's own code: `--simulate`/`--reference` blocks show the "
                                            "break on the reference, so at most Developing"] + notes,
                   "C5.simulated_only", "high", None if not notes else "READ", quotes)
     my_case = fa.get("my_case", {})
