@@ -214,7 +214,7 @@ def _observed(records: list) -> bool:
     return any(p["result"] != "hung" for p in records)
 
 
-def _notes(ev, criterion: int) -> list:
+def _signal_notes(ev, criterion: int) -> list:
     """Static signals that differ from the rubric's usual pattern: a note to read, never a level."""
     flags = [s.label for s in ev["signals"] if s.criterion == criterion and s.found != s.good]
     return ["read the code (text signals, information only: the level follows behaviour): " + "; ".join(flags)] if flags else []
@@ -255,7 +255,7 @@ def _loop(c, ev):
         why += ["observed against the contract in the sandbox, judged by the grader: " + s for s in seen[:4]]
         if not bad and outside:   # every test passes over a probe that failed: the probes decide
             why += outside + ["the probes judged in the grader decide: a passing test stream is information only"]
-        return _s("Developing", why + _notes(ev, 2),
+        return _s("Developing", why + _signal_notes(ev, 2),
                   "C2.tests_fail" if bad else "C2.contradicted_outside" if outside else "C2.probes_fail")
     reasons = [f"all {len(tests)} cases of the {len(c.tests)} listed tests pass (cap, parsing, order)"]
     if parsed["of"] or looped["of"]:
@@ -266,11 +266,11 @@ def _loop(c, ev):
     quotes = [_answer_quote(ev, k) for k in ("3", "4", "5")]
     if len(explained) == 3 and _observed(battery.looping):
         return _s("Exemplary", reasons + ["UNDERSTANDING.md 3, 4 and 5 explain it in the learner's own terms: confirm"]
-                  + _notes(ev, 2), "C2.explained", "medium", "READ", quotes)
+                  + _signal_notes(ev, 2), "C2.explained", "medium", "READ", quotes)
     if len(explained) < 3:
         reasons.append("Exemplary also needs the learner's own explanation: UNDERSTANDING.md 3-5 are not all specific "
                        f"to their code (specific: {', '.join(explained) or 'none'})")
-    return _s("Proficient", reasons + _notes(ev, 2), "C2.tests_pass", "high")
+    return _s("Proficient", reasons + _signal_notes(ev, 2), "C2.tests_pass", "high")
 
 
 def _answer_quote(ev, key) -> str:
