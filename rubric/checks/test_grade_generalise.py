@@ -566,3 +566,111 @@ def test_learners_who_wrote_the_obvious_code_are_not_a_pair(tmp_path):
     for name, prose in (("a", PROSE_HANA), ("b", PROSE_RAVI), ("c", PROSE_LENA)):
         _learner(base / name, {}, prose)
     assert not [p for p in peers.peer_pairs(sorted(base.iterdir())) if p["hold"]]
+
+
+# --------------------------------------------------------------------------- general causes of disagreement
+
+NESTED_PARSE = '''
+def _decode(text):
+    if text is None or not str(text).strip():
+        return {}, None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as problem:
+        return {}, f"arguments are not JSON: {problem}"
+    if not isinstance(value, dict):
+        return {}, "arguments must be a JSON object, not " + type(value).__name__
+    leftovers = [k for k in value if not isinstance(k, str) or k.startswith("__")]
+    if leftovers:
+        return {}, "argument names must be plain: " + ", ".join(map(str, leftovers))
+    return value, None
+
+found = []
+for entry in getattr(message, "tool_calls", None) or []:
+    arguments, error = _decode(entry.function.arguments)
+    found.append(ToolCall(id=entry.id, name=entry.function.name, arguments=arguments, error=error))
+return found
+'''
+MOVED_HELPER = '''
+
+def _from_json(raw):
+    """Arguments from the model's text."""
+    if raw is None or not str(raw).strip():
+        return {}, None
+    try:
+        decoded = json.loads(raw)
+    except (ValueError, RecursionError) as err:
+        return {}, f"not JSON arguments: {err}"
+    if not isinstance(decoded, dict):
+        return {}, "need a JSON object, got " + type(decoded).__name__
+    odd = [k for k in decoded if not isinstance(k, str) or k.startswith("__")]
+    if odd:
+        return {}, "plain argument names only: " + ", ".join(map(str, odd))
+    return decoded, None
+'''
+MOVED_PARSE = '''
+collected = []
+for item in getattr(message, "tool_calls", None) or []:
+    args, err = _from_json(item.function.arguments)
+    collected.append(ToolCall(id=item.id, name=item.function.name, arguments=args, error=err))
+return collected
+'''
+
+
+def test_a_copy_that_moves_a_nested_helper_to_module_level_under_another_name_is_still_held(tmp_path):
+    # code moved between functions is the same code: statements are compared per module, and the
+    # helpers a learner adds to a module are read with the four functions
+    base = tmp_path / "class"
+    _learner(base / "nora", {"parse_tool_calls": NESTED_PARSE}, PROSE_RAVI)
+    otto = _learner(base / "otto", {"parse_tool_calls": MOVED_PARSE}, PROSE_LENA)
+    with open(otto / "code" / "agent_loop.py", "a", encoding="utf-8") as f:
+        f.write(MOVED_HELPER)
+    _learner(base / "pia", {}, PROSE_HANA)
+    pairs = peers.peer_pairs(sorted(base.iterdir()))
+    held = [p for p in pairs if p["hold"]]
+    assert [tuple(p["learners"]) for p in held] == [("nora", "otto")], \
+        [(p["learners"], p["code"], p["prose"], p["what"]) for p in pairs]
+    assert any("_from_json" in s for s in held[0]["shared"]), held[0]["shared"]
+
+
+def _results(*names):
+    return {n: {"learner": n, "criteria": [{"number": i, "level": "Proficient", "points": 5, "rule": "x", "reasons": []}
+                                           for i in range(1, 8)], "integrity": {"flags": {}}} for n in names}
+
+
+def test_rare_shared_sentences_hold_the_write_ups_beside_shared_code_not_alone():
+    beside_code = {"a": "x", "b": "y", "learners": ["x", "y"], "hold": True, "code": peers.PEER_CODE,
+                   "prose": peers.PEER_PROSE, "prose_share": peers.PEER_SHARE / 2, "what": "w", "shared": []}
+    alone = {**beside_code, "a": "u", "b": "v", "learners": ["u", "v"], "code": 0, "prose": 3 * peers.PEER_PROSE,
+             "hold": False}
+    results = _results("x", "y", "u", "v")
+    assert peers.hold_peers(results, [beside_code, alone]) == ["x", "y"]
+    for n in ("x", "y"):
+        assert [c["level"] for c in results[n]["criteria"]] == ["HOLD"] * 7
+    for n in ("u", "v"):
+        assert "HOLD" not in [c["level"] for c in results[n]["criteria"]]
+
+
+def _board(states: dict):
+    return NS(state=lambda m: states.get(m, "passing"))
+
+
+@pytest.mark.parametrize("m2, level", [("passing", "Developing"), ("failing", "Missing"), ("not started", "Missing")])
+def test_parsing_done_with_the_loop_still_the_stub_is_developing_not_missing(m2, level):
+    # the rubric's Missing row names a loop that exists and is wrong; half the criterion's work done is
+    # "some of the listed tests fail"
+    c2 = criteria.load_rubric()[2]
+    s = criteria._loop(c2, {"board": _board({"M2": m2, "M4": "not started"}), "battery": None, "signals": []})
+    assert s.level == level, (s.level, s.reasons)
+
+
+def test_an_edited_test_file_holds_the_criteria_its_tests_judge_and_an_added_file_holds_all():
+    fns = {q: {"stub": False} for q in criteria.FUNCTION_CRITERION}
+    edited = {"integrity": {"functions": fns, "guarded_edited": ["code/tests/test_m1_sandbox.py"], "guarded_added": []}}
+    assert [bool(criteria._hold(n, edited)) for n in (1, 2, 3)] == [True, False, True]
+    loop = {"integrity": {"functions": fns, "guarded_edited": ["code/tests/test_m4_loop.py"], "guarded_added": []}}
+    assert [bool(criteria._hold(n, loop)) for n in (1, 2, 3)] == [True, True, False]
+    harness = {"integrity": {"functions": fns, "guarded_edited": ["code/tests/conftest.py"], "guarded_added": []}}
+    assert all(criteria._hold(n, harness) for n in (1, 2, 3))
+    added = {"integrity": {"functions": fns, "guarded_edited": [], "guarded_added": ["code/tests/test_m1_more.py"]}}
+    assert all(criteria._hold(n, added) for n in (1, 2, 3))
