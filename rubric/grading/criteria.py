@@ -244,13 +244,13 @@ def _loop(c, ev):
     if board.state("M2") == "not started":
         return _s("Missing", [f"{m} not started" for m in ("M2", "M4") if board.state(m) == "not started"], "C2.not_started")
     if board.state("M4") == "not started":
-        # half of the criterion's work is there: the rubric's "some of the listed tests fail", not its
-        # Missing row (which names a loop that exists and is wrong)
+        # parsing written, the loop not: the rubric's "some of the listed tests fail", not its Missing
+        # row (no json.loads, or a loop that exists and is wrong)
         parse_ok = board.state("M2") == "passing"
-        return _s("Developing" if parse_ok else "Missing",
-                  [f"M2 {board.state('M2')}: parse_tool_calls " + ("works" if parse_ok else "does not pass its tests"),
-                   "M4 not started: run_agent is still the stub, so there is no cap or message order to judge"],
-                  "C2.loop_not_started" if parse_ok else "C2.not_started")
+        return _s("Developing", [f"M2 {board.state('M2')}: parse_tool_calls " + ("passes its tests" if parse_ok else
+                                                                               "is written but fails some tests"),
+                                 "M4 not started: run_agent is still the stub, so there is no cap or message order "
+                                 "to judge"], "C2.loop_not_started", "high" if parse_ok else "medium")
     tests, bad = _outcomes(board, c.tests)
     parsed, looped = battery.parse_summary(), battery.loop_summary()
     # a loop probe that crashed inside dispatch_tool is that function's defect (C3), not the loop's
