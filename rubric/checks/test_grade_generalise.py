@@ -674,3 +674,29 @@ def test_an_edited_test_file_holds_the_criteria_its_tests_judge_and_an_added_fil
     assert all(criteria._hold(n, harness) for n in (1, 2, 3))
     added = {"integrity": {"functions": fns, "guarded_edited": [], "guarded_added": ["code/tests/test_m1_more.py"]}}
     assert all(criteria._hold(n, added) for n in (1, 2, 3))
+
+
+def _c1_ev(failing: list, learner_tests):
+    from grading.board import Board, Test
+    tests = [Test(f"code/tests/test_{m.lower()}_x.py::test_{m.lower()}_ok", m, "passed")
+             for m in ("M1", "M2", "M3", "M4", "M5", "M6")]
+    tests += [Test(f"code/tests/test_{m.lower()}_x.py::{name}[a]", m, "failed", "boom") for m, name in failing]
+    return {"board": Board(tests=tests), "integrity": {"modules": {}, "functions": {}},
+            "battery": NS(import_errors=[]), "saved_runs": [], "learner_tests": learner_tests}
+
+
+def test_a_failure_only_on_a_test_added_after_the_learners_clone_is_read_not_decided():
+    # the learner's own code/tests did not have the failing test: their board was green; the
+    # suggestion follows it and the instructor decides whether the later contract applies
+    c1 = criteria.load_rubric()[1]
+    had = {"test_m1_ok", "test_m2_ok", "test_m3_ok", "test_m4_ok", "test_m5_ok", "test_m6_ok"}
+    s = criteria._implementation(c1, _c1_ev([("M2", "test_added_later")], had))
+    assert (s.level, s.mark) == ("Proficient", "READ") and "test_added_later" in " ".join(s.reasons), s
+    # a test the learner had fails: decided as before
+    s = criteria._implementation(c1, _c1_ev([("M2", "test_m2_ok")], had))
+    assert (s.level, s.mark) == ("Developing", None), s
+    # one old and one new failure, or no copy of the tests to compare with: as before
+    s = criteria._implementation(c1, _c1_ev([("M2", "test_added_later"), ("M4", "test_m4_ok")], had))
+    assert (s.level, s.mark) == ("Developing", None), s
+    s = criteria._implementation(c1, _c1_ev([("M2", "test_added_later")], None))
+    assert (s.level, s.mark) == ("Developing", None), s

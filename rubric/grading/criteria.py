@@ -192,6 +192,16 @@ def _implementation(c, ev):
         return _s("Developing", ["--quick: M5 and M6 were not run, so this criterion cannot go above Developing here",
                                  "M1-M4 " + ("pass" if not core else "fail: " + "; ".join(core))], "C1.quick", "low")
     failing = [f"{m} {s}" for m, s in states.items() if s != "passing"]
+    newer = _newer_than_clone(ev, states)
+    if newer and len(newer) == len(failing):
+        # every failure is a test the learner's clone never had: the level their own board showed is
+        # the suggestion, and whether to hold them to the later contract is the instructor's call
+        s = _implementation(c, {**ev, "learner_tests": None, "board": _Without(board, newer)})
+        gone = sorted({t for ts in newer.values() for t in ts})
+        return _s(s.level, s.reasons + [f"{', '.join(newer)} fail only on test(s) added to the lab after the learner's "
+                                        f"clone (not in their code/tests): {', '.join(gone[:4])}; the suggestion "
+                                        "ignores them: decide whether the later contract applies"],
+                  s.rule, "medium", "READ", s.quotes)
     runs = [r for r in ev["saved_runs"] if r["grounded"] and r["tools_before_answer"]]
     own = [r for r in runs if r.get("checks_out")]
     if not failing:
@@ -213,6 +223,43 @@ def _implementation(c, ev):
         return _s("Developing", ["M1-M4 pass, but the copilot does not pass end to end: " + "; ".join(failing)],
                   "C1.not_end_to_end")
     return _s("Developing", ["milestone tests fail: " + "; ".join(failing)], "C1.milestones_fail")
+
+
+def _newer_than_clone(ev, states) -> dict:
+    """milestone -> failing test names that the learner's own code/tests does not have (added later)."""
+    mine = ev.get("learner_tests")
+    if not mine:
+        return {}
+    out = {}
+    for m, state in states.items():
+        if state != "failing":
+            continue
+        bad = [t for t in ev["board"].of(m) if t.outcome in ("failed", "timeout")]
+        names = {t.name.split("[")[0] for t in bad}
+        if bad and not names & set(mine):
+            out[m] = sorted(names)
+    return out
+
+
+class _Without:
+    """The board without the given milestones' failing tests (the tests the learner never had)."""
+
+    def __init__(self, board, newer: dict):
+        self._board = board
+        drop = {(m, n) for m, ns in newer.items() for n in ns}
+        self.tests = [t for t in board.tests if (t.milestone, t.name.split("[")[0]) not in drop]
+        self.collection_error = board.collection_error
+
+    def of(self, milestone: str) -> list:
+        return [t for t in self.tests if t.milestone == milestone]
+
+    def state(self, milestone: str) -> str:
+        from grading.board import Board
+        return Board(tests=self.of(milestone)).state(milestone)
+
+    def named(self, name: str) -> list:
+        from grading.board import Board
+        return Board(tests=self.tests).named(name)
 
 
 def _answer_review(ev, key):
