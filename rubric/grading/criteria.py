@@ -115,10 +115,7 @@ def _hold(number, ev):
     why = []
     if all(i.get("stub") for q, i in integ.get("functions", {}).items() if q in FUNCTION_CRITERION):
         return None   # nothing of theirs ran: the stubs' Missing says more than a hold
-    # an edited test file weighs on its own criteria (the probes outside still judge the rest); an
-    # added file may patch anything for the whole run
-    edited = [p for p in integ.get("guarded_edited", []) if number in _criteria_behind(p)] \
-        + integ.get("guarded_added", [])
+    edited = integ.get("guarded_edited", []) + integ.get("guarded_added", [])
     if edited:
         why.append(("HOLD.edited_tests", f"tests or harness edited: {', '.join(edited[:4])}"))
     copied = ev.get("reference_copy") or {}
@@ -136,19 +133,6 @@ def _hold(number, ev):
         return None
     return _s("HOLD", [w for _, w in why] + ["talk to the learner before any level: ask them to walk you through "
                                              "the code and the change"], why[0][0], "high", "HOLD")
-
-
-# A milestone's test file judges C1 and the criterion of the functions it tests; anything else the
-# tests rest on (conftest, harness, an added file) may change every code criterion's evidence.
-TEST_FILE_CRITERIA = {"test_m1_": {1, 3}, "test_m3_": {1, 3}, "test_m2_": {1, 2}, "test_m4_": {1, 2},
-                      "test_m5_": {1}, "test_m6_": {1}, "test_s": {1}}
-
-
-def _criteria_behind(path: str) -> set:
-    """The code criteria whose evidence an edited or added guarded file can change."""
-    name = str(path).replace("\\", "/").rsplit("/", 1)[-1]
-    return next((crits for start, crits in TEST_FILE_CRITERIA.items()
-                 if name.startswith(start) and "/tests/" in "/" + str(path).replace("\\", "/")), {1, 2, 3})
 
 
 def _contradicted(ev) -> dict:
@@ -288,16 +272,8 @@ def _loop(c, ev):
     in the grader. A text signal decides only one thing: run_agent that never reads max_steps is
     Missing when its loop could not be observed."""
     board, battery = ev["board"], ev["battery"]
-    if board.state("M2") == "not started":
+    if "not started" in (board.state("M2"), board.state("M4")):
         return _s("Missing", [f"{m} not started" for m in ("M2", "M4") if board.state(m) == "not started"], "C2.not_started")
-    if board.state("M4") == "not started":
-        # parsing written, the loop not: the rubric's "some of the listed tests fail", not its Missing
-        # row (no json.loads, or a loop that exists and is wrong)
-        parse_ok = board.state("M2") == "passing"
-        return _s("Developing", [f"M2 {board.state('M2')}: parse_tool_calls " + ("passes its tests" if parse_ok else
-                                                                               "is written but fails some tests"),
-                                 "M4 not started: run_agent is still the stub, so there is no cap or message order "
-                                 "to judge"], "C2.loop_not_started", "high" if parse_ok else "medium")
     tests, bad = _outcomes(board, c.tests)
     parsed, looped = battery.parse_summary(), battery.loop_summary()
     # a loop probe that crashed inside dispatch_tool is that function's defect (C3), not the loop's
