@@ -8,7 +8,8 @@ Two classes are graded with rubric/grade.py (folder mode, in the sandbox where t
   - the course's own class, built from rubric/checks/class/ (classroom.py) with its key.json;
   - a class of git bundles on top of a commit of this repository (class3's README.md says how one is
     restored), graded by an instructor outside the team (its key.json: a letter per criterion, and
-    ``hold`` for the criteria that instructor would not grade before talking to the learner).
+    ``hold`` for the criteria that instructor would not grade before talking to the learner; or, as in
+    rubric/checks/class4/key.json, one entry per learner with level names and a ``hold`` list).
 
 Printed per class: an instructor x tool table per criterion, exact-level agreement overall and on
 C1-C3, and confidence: how many cells get a confident level (no READ or HOLD mark: the evidence
@@ -47,11 +48,29 @@ def course_key() -> dict:
 
 
 def bundle_key(folder: Path) -> dict:
-    """learner -> {C1: (level, held)} from a class3-style key.json (letters and a ``hold`` list)."""
+    """learner -> {C1: (level, held)} from a bundle class's key.json. Two shapes are read: class3's
+    (``levels``: a letter per criterion, ``hold``: criterion numbers per learner) and one entry per
+    learner (``key``: {C1: level name, letter or HOLD}, ``hold``: criterion names or numbers)."""
     data = json.loads((folder / "key.json").read_text(encoding="utf-8"))
-    held = data.get("hold", {})
-    return {name: {f"C{i}": (LETTER[letter], i in held.get(name, [])) for i, letter in enumerate(letters, 1)}
-            for name, letters in data["levels"].items()}
+
+    def level(v: str):
+        v = str(v).strip()
+        return None if v.upper() == "HOLD" else LETTER.get(v.upper(), v.capitalize())
+
+    def crit(c) -> str:
+        return f"C{c}" if isinstance(c, int) or str(c).isdigit() else str(c).upper()
+
+    if "levels" in data:
+        held = data.get("hold", {})
+        return {name: {f"C{i}": (LETTER[letter], i in held.get(name, [])) for i, letter in enumerate(letters, 1)}
+                for name, letters in data["levels"].items()}
+    out = {}
+    for name, entry in data.items():
+        if name.startswith("_") or not isinstance(entry, dict) or "key" not in entry:
+            continue
+        held = {crit(c) for c in entry.get("hold", [])}
+        out[name] = {c: (level(entry["key"][c]), level(entry["key"][c]) is None or c in held) for c in CRITERIA}
+    return out
 
 
 def build_course(dst: Path) -> None:

@@ -33,3 +33,16 @@ def test_agreement_counts_a_hold_only_where_the_key_holds_and_confidence_only_wi
     assert (m["confident"], m["confident_right"]) == (3, 1)  # C2, C3, C7 have no mark; only C3 is right
     assert (m["read"], m["read_right"], m["hold"], m["hold_right"]) == (2, 1, 2, 1)
     assert m["false_high"] == [("ann", "C2", "Proficient")]
+
+
+def test_a_bundle_key_reads_one_entry_per_learner_with_level_names_and_holds(tmp_path):
+    key = {"ann": {"key": {"C1": "Proficient", "C2": "E", "C3": "Developing", "C4": "Missing", "C5": "Exemplary",
+                           "C6": "Proficient", "C7": "Developing"}, "hold": ["C1", 3]},
+           "bob": {"key": {f"C{n}": "HOLD" for n in range(1, 8)}, "hold": []},
+           "_about": "not a learner"}
+    (tmp_path / "key.json").write_text(json.dumps(key))
+    got = agreement.bundle_key(tmp_path)
+    assert set(got) == {"ann", "bob"}
+    assert got["ann"]["C1"] == ("Proficient", True) and got["ann"]["C2"] == ("Exemplary", False)
+    assert got["ann"]["C3"] == ("Developing", True) and got["ann"]["C4"] == ("Missing", False)
+    assert all(got["bob"][f"C{n}"] == (None, True) for n in range(1, 8))

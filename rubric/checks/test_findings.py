@@ -185,14 +185,31 @@ def _ev(u: dict, f: dict, r: dict) -> dict:
     return {"understanding": u, "failure": f, "prose": r}
 
 
-def test_simulated_blocks_cannot_lift_failure_analysis_above_developing(tmp_path):
+@pytest.mark.parametrize("ran", ["simulated break on reference (rubric/reference/)", "reference (rubric/reference/)"])
+def test_simulated_blocks_cannot_lift_failure_analysis_above_developing(tmp_path, ran):
+    # --simulate and --reference blocks show the lab's break, not the learner's: the board keeps M6
+    # pending on them, and C5 stays at most Developing however complete the prose is.
     text = (HONEST / "FAILURE_ANALYSIS.careful.md").read_text(encoding="utf-8")
-    text = text.replace("ran          : your code (code/)", "ran          : simulated break on reference (rubric/reference/)")
+    text = text.replace("ran          : your code (code/)", f"ran          : {ran}")
     doc = tmp_path / "FAILURE_ANALYSIS.simulated.md"
     doc.write_text(text, encoding="utf-8")
     u, f, r = review(submission(tmp_path, doc))
     s = criteria._failure(criteria.load_rubric()[5], _ev(u, f, r))
     assert s.level == "Developing" and s.rule == "C5.simulated_only", (s.level, s.reasons)
+
+
+def test_the_grader_counts_the_same_evidence_blocks_as_own_as_the_learners_board():
+    sys.path.insert(0, str(RUBRIC.parent / "code"))
+    try:
+        from harness import progress
+    finally:
+        sys.path.remove(str(RUBRIC.parent / "code"))
+    for ran in ["your code (code/)", "simulated break on reference (rubric/reference/)",
+                "simulated break on your code (code/)", "reference (rubric/reference/)", "my_lab", None]:
+        block = "scenario     : runaway\n" + (f"ran          : {ran}\n" if ran is not None else "") + "steps : 3\n"
+        fields = {} if ran is None else {"ran": ran}
+        assert findings.own_block(fields) == progress.own_block(block), ran
+        assert documents.own_run(fields) == progress.own_block(block), ran
 
 
 def test_a_failure_analysis_made_of_the_lesson_and_the_template_example_is_not_exemplary(tmp_path):

@@ -566,3 +566,112 @@ def test_learners_who_wrote_the_obvious_code_are_not_a_pair(tmp_path):
     for name, prose in (("a", PROSE_HANA), ("b", PROSE_RAVI), ("c", PROSE_LENA)):
         _learner(base / name, {}, prose)
     assert not [p for p in peers.peer_pairs(sorted(base.iterdir())) if p["hold"]]
+
+
+# --------------------------------------------------------------------------- general causes of disagreement
+
+NESTED_PARSE = '''
+def _decode(text):
+    if text is None or not str(text).strip():
+        return {}, None
+    try:
+        value = json.loads(text)
+    except (ValueError, RecursionError) as problem:
+        return {}, f"arguments are not JSON: {problem}"
+    if not isinstance(value, dict):
+        return {}, "arguments must be a JSON object, not " + type(value).__name__
+    leftovers = [k for k in value if not isinstance(k, str) or k.startswith("__")]
+    if leftovers:
+        return {}, "argument names must be plain: " + ", ".join(map(str, leftovers))
+    return value, None
+
+found = []
+for entry in getattr(message, "tool_calls", None) or []:
+    arguments, error = _decode(entry.function.arguments)
+    found.append(ToolCall(id=entry.id, name=entry.function.name, arguments=arguments, error=error))
+return found
+'''
+MOVED_HELPER = '''
+
+def _from_json(raw):
+    """Arguments from the model's text."""
+    if raw is None or not str(raw).strip():
+        return {}, None
+    try:
+        decoded = json.loads(raw)
+    except (ValueError, RecursionError) as err:
+        return {}, f"not JSON arguments: {err}"
+    if not isinstance(decoded, dict):
+        return {}, "need a JSON object, got " + type(decoded).__name__
+    odd = [k for k in decoded if not isinstance(k, str) or k.startswith("__")]
+    if odd:
+        return {}, "plain argument names only: " + ", ".join(map(str, odd))
+    return decoded, None
+'''
+MOVED_PARSE = '''
+collected = []
+for item in getattr(message, "tool_calls", None) or []:
+    args, err = _from_json(item.function.arguments)
+    collected.append(ToolCall(id=item.id, name=item.function.name, arguments=args, error=err))
+return collected
+'''
+
+
+def test_a_copy_that_moves_a_nested_helper_to_module_level_under_another_name_is_still_held(tmp_path):
+    # code moved between functions is the same code: statements are compared per module, and the
+    # helpers a learner adds to a module are read with the four functions
+    base = tmp_path / "class"
+    _learner(base / "nora", {"parse_tool_calls": NESTED_PARSE}, PROSE_RAVI)
+    otto = _learner(base / "otto", {"parse_tool_calls": MOVED_PARSE}, PROSE_LENA)
+    with open(otto / "code" / "agent_loop.py", "a", encoding="utf-8") as f:
+        f.write(MOVED_HELPER)
+    _learner(base / "pia", {}, PROSE_HANA)
+    pairs = peers.peer_pairs(sorted(base.iterdir()))
+    held = [p for p in pairs if p["hold"]]
+    assert [tuple(p["learners"]) for p in held] == [("nora", "otto")], \
+        [(p["learners"], p["code"], p["prose"], p["what"]) for p in pairs]
+    assert any("_from_json" in s for s in held[0]["shared"]), held[0]["shared"]
+
+
+def _results(*names):
+    return {n: {"learner": n, "criteria": [{"number": i, "level": "Proficient", "points": 5, "rule": "x", "reasons": []}
+                                           for i in range(1, 8)], "integrity": {"flags": {}}} for n in names}
+
+
+def test_rare_shared_sentences_hold_the_write_ups_beside_shared_code_not_alone():
+    beside_code = {"a": "x", "b": "y", "learners": ["x", "y"], "hold": True, "code": peers.PEER_CODE,
+                   "prose": peers.PEER_PROSE, "prose_share": peers.PEER_SHARE / 2, "what": "w", "shared": []}
+    alone = {**beside_code, "a": "u", "b": "v", "learners": ["u", "v"], "code": 0, "prose": 3 * peers.PEER_PROSE,
+             "hold": False}
+    results = _results("x", "y", "u", "v")
+    assert peers.hold_peers(results, [beside_code, alone]) == ["x", "y"]
+    for n in ("x", "y"):
+        assert [c["level"] for c in results[n]["criteria"]] == ["HOLD"] * 7
+    for n in ("u", "v"):
+        assert "HOLD" not in [c["level"] for c in results[n]["criteria"]]
+
+
+def _c1_ev(failing: list, learner_tests):
+    from grading.board import Board, Test
+    tests = [Test(f"code/tests/test_{m.lower()}_x.py::test_{m.lower()}_ok", m, "passed")
+             for m in ("M1", "M2", "M3", "M4", "M5", "M6")]
+    tests += [Test(f"code/tests/test_{m.lower()}_x.py::{name}[a]", m, "failed", "boom") for m, name in failing]
+    return {"board": Board(tests=tests), "integrity": {"modules": {}, "functions": {}},
+            "battery": NS(import_errors=[]), "saved_runs": [], "learner_tests": learner_tests}
+
+
+def test_a_failure_only_on_a_test_added_after_the_learners_clone_is_read_not_decided():
+    # the learner's own code/tests did not have the failing test: their board was green; the
+    # suggestion follows it and the instructor decides whether the later contract applies
+    c1 = criteria.load_rubric()[1]
+    had = {"test_m1_ok", "test_m2_ok", "test_m3_ok", "test_m4_ok", "test_m5_ok", "test_m6_ok"}
+    s = criteria._implementation(c1, _c1_ev([("M2", "test_added_later")], had))
+    assert (s.level, s.mark) == ("Proficient", "READ") and "test_added_later" in " ".join(s.reasons), s
+    # a test the learner had fails: decided as before
+    s = criteria._implementation(c1, _c1_ev([("M2", "test_m2_ok")], had))
+    assert (s.level, s.mark) == ("Developing", None), s
+    # one old and one new failure, or no copy of the tests to compare with: as before
+    s = criteria._implementation(c1, _c1_ev([("M2", "test_added_later"), ("M4", "test_m4_ok")], had))
+    assert (s.level, s.mark) == ("Developing", None), s
+    s = criteria._implementation(c1, _c1_ev([("M2", "test_added_later")], None))
+    assert (s.level, s.mark) == ("Developing", None), s

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from grading.workspace import LAB_ROOT
+from grading.findings import own_block
 
 LEVELS = ("Exemplary", "Proficient", "Developing", "Missing")
 SHARE = {"Exemplary": 1.0, "Proficient": 0.75, "Developing": 0.40, "Missing": 0.0}
@@ -225,6 +226,16 @@ def _implementation(c, ev):
         return _s("Developing", ["--quick: M5 and M6 were not run, so this criterion cannot go above Developing here",
                                  "M1-M4 " + ("pass" if not core else "fail: " + "; ".join(core))], "C1.quick", "low")
     failing = [f"{m} {s}" for m, s in states.items() if s != "passing"]
+    newer = _newer_than_clone(ev, states)
+    if newer and len(newer) == len(failing):
+        # every failure is a test the learner's clone never had: the level their own board showed is
+        # the suggestion, and whether to hold them to the later contract is the instructor's call
+        s = _implementation(c, {**ev, "learner_tests": None, "board": _Without(board, newer)})
+        gone = sorted({t for ts in newer.values() for t in ts})
+        return _s(s.level, s.reasons + [f"{', '.join(newer)} fail only on test(s) added to the lab after the learner's "
+                                        f"clone (not in their code/tests): {', '.join(gone[:4])}; the suggestion "
+                                        "ignores them: decide whether the later contract applies"],
+                  s.rule, "medium", "READ", s.quotes)
     runs = [r for r in ev["saved_runs"] if r["grounded"] and r["tools_before_answer"]]
     own = [r for r in runs if r.get("checks_out")]
     if not failing:
@@ -248,6 +259,43 @@ def _implementation(c, ev):
     return _s("Developing", ["milestone tests fail: " + "; ".join(failing)], "C1.milestones_fail")
 
 
+def _newer_than_clone(ev, states) -> dict:
+    """milestone -> failing test names that the learner's own code/tests does not have (added later)."""
+    mine = ev.get("learner_tests")
+    if not mine:
+        return {}
+    out = {}
+    for m, state in states.items():
+        if state != "failing":
+            continue
+        bad = [t for t in ev["board"].of(m) if t.outcome in ("failed", "timeout")]
+        names = {t.name.split("[")[0] for t in bad}
+        if bad and not names & set(mine):
+            out[m] = sorted(names)
+    return out
+
+
+class _Without:
+    """The board without the given milestones' failing tests (the tests the learner never had)."""
+
+    def __init__(self, board, newer: dict):
+        self._board = board
+        drop = {(m, n) for m, ns in newer.items() for n in ns}
+        self.tests = [t for t in board.tests if (t.milestone, t.name.split("[")[0]) not in drop]
+        self.collection_error = board.collection_error
+
+    def of(self, milestone: str) -> list:
+        return [t for t in self.tests if t.milestone == milestone]
+
+    def state(self, milestone: str) -> str:
+        from grading.board import Board
+        return Board(tests=self.of(milestone)).state(milestone)
+
+    def named(self, name: str) -> list:
+        from grading.board import Board
+        return Board(tests=self.tests).named(name)
+
+
 def _answer_review(ev, key):
     return ev.get("prose", {}).get("answers", {}).get(key, {})
 
@@ -263,7 +311,7 @@ def _answered(records: list) -> bool:
     return any(p["result"] != "hung" for p in records)
 
 
-def _notes(ev, criterion: int) -> list:
+def _signal_notes(ev, criterion: int) -> list:
     """Static signals that differ from the rubric's usual pattern: a note to read, never a level."""
     flags = [s.label for s in ev["signals"] if s.criterion == criterion and s.found != s.good]
     return ["read the code (text signals, information only: the level follows behaviour): " + "; ".join(flags)] if flags else []
@@ -304,7 +352,7 @@ def _loop(c, ev):
         why += ["observed against the contract in the sandbox, judged by the grader: " + s for s in seen[:4]]
         if not bad and outside:   # every test passes over a probe that failed: the probes decide
             why += outside + ["the probes judged in the grader decide: a passing test stream is information only"]
-        return _s("Developing", why + _notes(ev, 2),
+        return _s("Developing", why + _signal_notes(ev, 2),
                   "C2.tests_fail" if bad else "C2.contradicted_outside" if outside else "C2.probes_fail")
     reasons = [f"all {len(tests)} cases of the {len(c.tests)} listed tests pass (cap, parsing, order)"]
     if parsed["of"] or looped["of"]:
@@ -315,11 +363,11 @@ def _loop(c, ev):
     quotes = [_answer_quote(ev, k) for k in ("3", "4", "5")]
     if len(explained) == 3 and _answered(battery.looping):
         return _s("Exemplary", reasons + ["UNDERSTANDING.md 3, 4 and 5 explain it in the learner's own terms: confirm"]
-                  + _notes(ev, 2), "C2.explained", "medium", "READ", quotes)
+                  + _signal_notes(ev, 2), "C2.explained", "medium", "READ", quotes)
     if len(explained) < 3:
         reasons.append("Exemplary also needs the learner's own explanation: UNDERSTANDING.md 3-5 are not all specific "
                        f"to their code (specific: {', '.join(explained) or 'none'})")
-    return _s("Proficient", reasons + _notes(ev, 2), "C2.tests_pass", "high")
+    return _s("Proficient", reasons + _signal_notes(ev, 2), "C2.tests_pass", "high")
 
 
 def _answer_quote(ev, key) -> str:
@@ -475,10 +523,11 @@ def _understanding(c, ev):
 
 
 def _own_evidence(b) -> bool:
-    """A break's evidence counts when one of its blocks ran on the learner's code (not `--simulate`)."""
+    """A break's evidence counts when one of its blocks ran on the learner's code (not `--simulate` or
+    `--reference`: the learner's board counts the same blocks)."""
     if "own_evidence" in b:
         return bool(b["own_evidence"])
-    return bool(b.get("evidence_block")) and "simulated" not in str(b.get("pasted_ran", "")).lower()
+    return bool(b.get("evidence_block")) and own_block({"ran": b.get("pasted_ran", "")})
 
 
 def _failure(c, ev):
@@ -510,7 +559,7 @@ def _failure(c, ev):
     reasons = [f"breaks complete (all five parts, evidence from the learner's own code): {', '.join(complete) or 'none'}; "
                f"specific to the break and the learner's code: {', '.join(specific) or 'none'}"]
     if simulated:
-        reasons.append(f"evidence only from `--simulate` (the break on the reference, not the learner's code): "
+        reasons.append(f"evidence only from `--simulate`/`--reference` (the break on the reference, not the learner's code): "
                        f"{', '.join(simulated)}")
     quotes = [f"{f['where']}: {f['quote'][:300]}" for f in found if f.get("caps")][:3] or \
         [f"{s} hypothesis: {breaks[s]['excerpts'].get('Hypothesis', '')}" for s in complete[:2]]
@@ -518,7 +567,7 @@ def _failure(c, ev):
         return _s("Developing", reasons + findings[:5] + ["contradicts its own evidence or repeats itself: at most Developing"]
                   + notes, "C5.contradicts_evidence", "high", "READ" if notes else None, quotes)
     if not own and simulated:
-        return _s("Developing", reasons + ["no evidence block from the learner's own code: `--simulate` blocks show the "
+        return _s("Developing", reasons + ["no evidence block from the learner's own code: `--simulate`/`--reference` blocks show the "
                                            "break on the reference, so at most Developing"] + notes,
                   "C5.simulated_only", "high", None if not notes else "READ", quotes)
     my_case = fa.get("my_case", {})

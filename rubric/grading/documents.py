@@ -156,7 +156,7 @@ def all_blocks(text: str) -> list:
 
 
 def own_run(block: dict) -> bool:
-    return "simulated" not in str(block.get("ran", "")).lower()
+    return findings.own_block(block)
 
 
 def parse_blocks(text: str) -> dict:

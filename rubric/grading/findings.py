@@ -537,9 +537,16 @@ def unparsed_blocks(scenario: str, evidence_raw: str) -> list:
     return out
 
 
+def own_block(fields: dict) -> bool:
+    """Did the learner's own code print this block? As the learner's board (harness/progress.py) has
+    it: a `ran` line saying `simulated break on ...` (--simulate) or `reference ...` (--reference) is
+    the lab's break, not theirs; a block without a `ran` line counts (older harness output had none)."""
+    return not str(fields.get("ran", "")).strip().lower().startswith(("simulated", "reference"))
+
+
 def simulated_only(scenario: str, blocks: list) -> list:
-    if blocks and all("simulated" in str(b.get("ran", "")).lower() for b in blocks):
+    if blocks and not any(own_block(b) for b in blocks):
         return [Finding("simulated", f"{scenario} Evidence",
-                        f"{scenario}: every evidence block is the simulated break on the reference "
-                        "(`ran: simulated break on reference`), none from the learner's own code", "", "", proven=False)]
+                        f"{scenario}: every evidence block is the break on the reference (`--simulate` or "
+                        "`--reference`), none from the learner's own code", "", "", proven=False)]
     return []

@@ -107,6 +107,8 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
                                 root / "FAILURE_ANALYSIS.md", simulated.blocks or {},
                                 evaluation.text() if evaluation.ok else ""),
             "saved_runs": _guarded(unreadable, "saved runs", [], documents.saved_runs, root),
+            # the guiding tests the learner's clone had (a test added to the lab later was never on their board)
+            "learner_tests": _guarded(unreadable, "learner tests", None, learner_code.test_names, root / "code" / "tests"),
             "quick": quick, "as_submitted": as_submitted, "sandbox": box.kind, "limits": box.limits,
             "unreadable": unreadable,
             # milestones whose tests pass over a function the battery saw fail (criteria and flags read it)

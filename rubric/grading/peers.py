@@ -37,16 +37,46 @@ PEER_SHARE = 0.15           # of the smaller write-up's own sentences, shared be
 
 
 def _statements(code_dir: Path) -> dict:
-    """canonical statement ('module.function|depth|line') -> 'function N: source line', for every
-    learner function, skipping what the reference or the hints' pseudo-code already say."""
+    """canonical statement ('module|line') -> 'function N: source line', for every learner function and
+    every helper the learner added to the module, skipping what the reference or the hints' pseudo-code
+    already say. Keyed by module, not function: code moved into a helper, or out of a nested one, is
+    still the same code."""
     explained = _explained_statements()
     out = {}
-    for q, (fn, source) in _functions(code_dir).items():
+    for q, (fn, source) in _learner_functions(code_dir).items():
+        module = q.split(".", 1)[0]
         for d, t, s in canonical(fn, source):
             if t in explained or len(t) < 16 or t.endswith(":") and len(t) < 24:
                 continue
-            out.setdefault(f"{q}|{t}", f"{q} {s}")
+            out.setdefault(f"{module}|{t}", f"{q} {s}")
     return out
+
+
+def _learner_functions(code_dir: Path) -> dict:
+    """'module.function' -> (FunctionDef, module source): the four learner functions (copying._functions)
+    and the module-level functions the learner added (names the lab's own module does not define)."""
+    out = dict(_functions(code_dir))
+    for module in FUNCTIONS:
+        provided = _provided_names(module)
+        source = similarity._read(code_dir / module, code_dir.parent)
+        try:
+            tree = ast.parse(source) if source else None
+        except (SyntaxError, ValueError, RecursionError, MemoryError):
+            tree = None
+        for node in tree.body if tree else []:
+            if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and node.name not in provided:
+                out.setdefault(f"{module[:-3]}.{node.name}", (node, source))
+    return out
+
+
+@lru_cache(maxsize=4)
+def _provided_names(module: str) -> frozenset:
+    """Top-level names the lab's own copy of ``module`` defines (its helpers are not the learner's)."""
+    try:
+        tree = ast.parse((LAB_ROOT / "code" / module).read_text(encoding="utf-8"))
+    except (OSError, SyntaxError, ValueError):
+        return frozenset()
+    return frozenset(n.name for n in tree.body if isinstance(n, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)))
 
 
 @lru_cache(maxsize=1)
@@ -203,8 +233,11 @@ def hold_peers(results: dict, pairs: list) -> list:
     for p in pairs:
         if not p.get("hold"):
             continue
-        numbers = ([1, 2, 3] if p["code"] >= PEER_CODE else []) + \
-            ([4, 5, 6, 7] if p["prose"] >= PEER_PROSE and p.get("prose_share", 1) >= PEER_SHARE else [])
+        # Rare sentences alone are held only in bulk (a class may share a voice or a source); beside
+        # shared code beyond the obvious they corroborate it, and the write-ups are held too.
+        code_held = p["code"] >= PEER_CODE
+        numbers = ([1, 2, 3] if code_held else []) + \
+            ([4, 5, 6, 7] if p["prose"] >= PEER_PROSE and (p.get("prose_share", 1) >= PEER_SHARE or code_held) else [])
         for me, other in ((p["a"], p["b"]), (p["b"], p["a"])):
             r = results.get(me)
             if not r or r.get("could_not_grade"):
