@@ -607,16 +607,17 @@ def split_lines(text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def matching_lines(data: bytes, needle: str):
+def matching_lines(data: bytes, needle: str, low: bytes | None = None):
     """Yield (line number, line) for each line of ``data`` containing ``needle`` (already lowered),
     lines numbered as split_lines numbers them. An ASCII needle is found in the raw bytes, lowered
-    once (bytes.lower changes ASCII only, so positions hold): only matching lines are decoded."""
+    once (bytes.lower changes ASCII only, so positions hold): only matching lines are decoded.
+    ``low``: ``data.lower()`` when the caller already has it (search_code's fast reject)."""
     if not needle.isascii():
         for number, line in enumerate(split_lines(data.decode("utf-8", "replace")), 1):
             if needle in line.lower():
                 yield number, line
         return
-    wanted, low = needle.encode(), data.lower()
+    wanted, low = needle.encode(), data.lower() if low is None else low
     number, counted, at = 1, 0, low.find(wanted)
     while at >= 0:
         number += data.count(b"\n", counted, at)

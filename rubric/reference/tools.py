@@ -257,7 +257,7 @@ def search_code(repo_root, query) -> str:
                 continue
             if not ascii_query and needle not in data.decode("utf-8", "replace").lower():
                 continue
-            for number, line in (_ascii_matches(data, low, needle_bytes) if ascii_query else matching_lines(data, needle)):
+            for number, line in matching_lines(data, needle, low if ascii_query else None):
                 if total >= MAX_SEARCH_MATCHES:  # a match past the cap: the count is "more than"
                     stopped = f"{MAX_SEARCH_MATCHES:,} matching lines"
                     break
@@ -286,19 +286,6 @@ def search_code(repo_root, query) -> str:
         )
     return "\n".join(hits + notes)
 
-
-def _ascii_matches(data: bytes, low: bytes, wanted: bytes):
-    """matching_lines for an ASCII needle, given the file already lowered (``low``): a file that
-    passed the fast reject is not lowered twice (a 2 MB file with one match late in it)."""
-    number, counted, at = 1, 0, low.find(wanted)
-    while at >= 0:
-        number += data.count(b"\n", counted, at)
-        counted = at
-        start, end = data.rfind(b"\n", 0, at) + 1, data.find(b"\n", at)
-        end = len(data) if end < 0 else end
-        line = data[start:end].decode("utf-8", "replace")
-        yield number, line[:-1] if line.endswith("\r") else line
-        at = low.find(wanted, end)
 
 
 # --------------------------------------------------------------------------- schemas (provided)
