@@ -232,7 +232,7 @@ def _implementation(c, ev):
         # the suggestion, and whether to hold them to the later contract is the instructor's call
         s = _implementation(c, {**ev, "learner_tests": None, "board": _Without(board, newer)})
         gone = sorted({t for ts in newer.values() for t in ts})
-        return _s(s.level, s.reasons + [f"{', '.join(newer)} fail only on test(s) added to the lab after the learner's "
+        return _s(s.level, s.reasons + [f"{', '.join(newer)}: failing only on test(s) added to the lab after the learner's "
                                         f"clone (not in their code/tests): {', '.join(gone[:4])}; the suggestion "
                                         "ignores them: decide whether the later contract applies"],
                   s.rule, "medium", "READ", s.quotes)
