@@ -201,6 +201,20 @@ for step in range(max_steps):
         messages.append(tool_result(call.id, result))
 return MAX_STEPS_REACHED + ": out of steps"
 '''
+STRIPS_NONE = """
+for step in range(max_steps):
+    reply = complete(messages, TOOL_SCHEMAS)
+    calls = parse_tool_calls(reply)
+    if not calls:
+        text = reply.content.strip()
+        messages.append({"role": "assistant", "content": text})
+        return text
+    messages.append(assistant_turn(reply))
+    for call in calls:
+        result = "Error: " + call.error if call.error else dispatch_tool(call.name, call.arguments, repo_root)
+        messages.append(tool_result(call.id, result))
+return MAX_STEPS_REACHED + ": out of steps"
+"""
 STOPS_AT_ERROR = '''
 for step in range(max_steps):
     reply = complete(messages, TOOL_SCHEMAS)
@@ -253,6 +267,7 @@ WRONG = [  # (function, body, the probe that must see it, what it says)
     ("run_agent", LAST_STEP_DROPPED, "the answer on the last allowed step", "not the model's answer"),
     ("run_agent", THOUGHT_ENDS, "a thought beside a tool call", "not the model's answer"),
     ("run_agent", EMPTY_IGNORED, "an empty reply (no text, no calls)", "model calls, expected 1"),
+    ("run_agent", STRIPS_NONE, "an empty reply with content None", "AttributeError"),
     ("run_agent", STOPS_AT_ERROR, "more tool calls after a tool error", "not the model's answer"),
     ("dispatch_tool", POSITIONAL_DISPATCH, "arguments in another key order", "a valid call was refused"),
     ("parse_tool_calls", LITERAL_EVAL_PARSE, "JSON with null, true and an escaped slash", "expected"),

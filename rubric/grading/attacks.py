@@ -211,6 +211,7 @@ def loop_scripts(t: dict):
     yield from [
         ("answers at once", [{"answer": answer}], 5),
         ("an empty reply (no text, no calls)", [{"answer": ""}], 5),
+        ("an empty reply with content None", [{"answer": None}], 5),   # a filtered or token-capped reply
         ("malformed arguments on every turn", [{"calls": [call('{"path": ')]}], 3 + secrets.randbelow(4)),
         ("the answer on the last allowed step", [{"calls": [call()]} for _ in range(steps - 1)] + [{"answer": answer}], steps),
         ("more tool calls after a tool error", [{"calls": [missing]}, {"calls": [call()]}, {"answer": answer}], 5),
