@@ -503,9 +503,10 @@ def render_snippets(snippets) -> str:
 # --------------------------------------------------------------------------- the lab's own test data
 
 # Inside code/: scripted model replies with invented answers ("a 19% VAT, configured in
-# shop/config.py:12"), fake providers, the fixture repository, and the question sets with their
-# expected answers. A question about the lab is answered from its code, never from these.
-LAB_DATA = ("eval/", "fixture_repo/", "bench/retrieval_questions", "harness/scripted.py",
+# shop/config.py:12"), fake providers, the fixture repository, the question sets with their
+# expected answers, and the benchmark notes quoting a local model's wrong answers about the lab.
+# A question about the lab is answered from its code, never from these.
+LAB_DATA = ("eval/", "fixture_repo/", "bench/retrieval_questions", "bench/questions_v3/", "bench/README.md", "harness/scripted.py",
             "harness/fake_server.py", "harness/native_fakes.py", "harness/misbehaving.py",
             "harness/strict_provider.py")
 
