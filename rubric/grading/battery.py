@@ -241,6 +241,8 @@ def judge_loop(answer: dict, script: list, max_steps: int | None) -> tuple[str, 
     if "hung" in answer:
         return "wrong", f"max_steps={max_steps}: did not return ({answer['hung']}) after {len(seen)} model calls"
     returned = answer.get("returned", "")
+    if not isinstance(returned, str):   # the contract: always a str (None, a dict ... is a wrong loop, not a crash here)
+        return "wrong", f"returned {type(returned).__name__}, not a str, after {len(seen)} model calls"
     if "answer" not in script[-1]:   # a model that never stops: the cap must hold, and say so
         if len(seen) != max_steps or not returned.startswith("MAX_STEPS_REACHED"):
             return "wrong", f"max_steps={max_steps}: {len(seen)} model calls, returned {returned[:60]!r}"
@@ -321,6 +323,8 @@ def judge_resolve(answer: dict, t: dict) -> tuple[str, str]:
         text = f"{answer['raised']}: {answer.get('message', '')[:120]}"
         return ("refused" if answer["raised"] == "ValueError" else "crashed"), text
     returned = answer.get("returned", "")
+    if not isinstance(returned, str):   # the contract: always a str (None, a dict ... is a wrong loop, not a crash here)
+        return "wrong", f"returned {type(returned).__name__}, not a str, after {len(seen)} model calls"
     if answer.get("type") not in ("str", "PosixPath", "WindowsPath", "Path") and not answer.get("type", "").endswith("Path"):
         return "crashed", f"returned a {answer.get('type')}, not a path: {returned[:100]}"
     try:
