@@ -128,11 +128,32 @@ while used < max_steps:
         messages.append(tool_result(item.id, dispatch_tool(item.name, item.arguments, repo_root)))
 return f"{MAX_STEPS_REACHED} ({used} model calls, no answer)"
 '''
+# The docstring appends an answer's text; an empty reply only ends the run with "": not appending it is
+# allowed (no guiding test asks for it), so a probe must not call it wrong.
+EMPTY_NOT_KEPT_LOOP = '''
+steps_left = max_steps
+while steps_left > 0:
+    steps_left -= 1
+    msg = complete(messages, TOOL_SCHEMAS)
+    calls = parse_tool_calls(msg)
+    if not calls:
+        said = msg.content or ""
+        if said:
+            messages.append({"role": "assistant", "content": said})
+        return said
+    messages.append(assistant_turn(msg))
+    for c in calls:
+        out = ("Error: " + c.error) if c.error else dispatch_tool(c.name, c.arguments, repo_root)
+        messages.append(tool_result(c.id, out))
+return MAX_STEPS_REACHED + " (no answer within the budget)"
+'''
 HONEST = {
     "hana": {"safe_resolve": COMMONPATH_RESOLVE, "dispatch_tool": PARTIAL_DISPATCH,
              "parse_tool_calls": COMPREHENSION_PARSE, "run_agent": FOR_ELSE_LOOP},
     "ravi": {"safe_resolve": PARENTS_RESOLVE, "dispatch_tool": PARTIAL_DISPATCH,
              "parse_tool_calls": COMPREHENSION_PARSE, "run_agent": WHILE_LOOP},
+    "tess": {"safe_resolve": PARENTS_RESOLVE, "dispatch_tool": PARTIAL_DISPATCH,
+             "parse_tool_calls": COMPREHENSION_PARSE, "run_agent": EMPTY_NOT_KEPT_LOOP},
 }
 
 # --------------------------------------------------------------------------- wrong learners

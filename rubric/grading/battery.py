@@ -262,7 +262,9 @@ def judge_loop(answer: dict, script: list, max_steps: int | None) -> tuple[str, 
         problems.append(ORPHANS)
     if seen and [m[:2] for m in seen[-1][2:]] != expected:   # what the model was sent, seen by the probe's keeper
         problems.append(f"the last model call was sent {_roles(seen[-1][2:])}, expected {_roles(expected)}")
-    if got != expected + [["assistant", ""]]:
+    # an answer's text is appended (the docstring); an empty reply only ends the run, kept or not
+    allowed = [expected + [["assistant", ""]]] + ([expected] if not script[-1]["answer"] else [])
+    if got not in allowed:
         problems.append(f"messages after the question {_roles(got)}, expected {_roles(expected + [['assistant', '']])}")
     bad = [c[0] for turn in script[:-1] for c in turn["calls"] if not _is_object(c[2])]
     ok = [i for turn in script[:-1] for i in turn.get("ok", [])]   # well-formed calls the tool can answer
