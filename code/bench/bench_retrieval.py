@@ -160,7 +160,9 @@ ABLATIONS = {
     "no name words": {"NAME_WEIGHT": 0},
     "no stemming": {"STEM": False},
     "doc windows": {"chunking.SECTIONS": False},
-    "as on 962e0be": {"DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
+    "no -ise folding": {"ISE": None},
+    "no option letters": {"OPTION_LETTER": None},
+    "as on 962e0be": {"ISE": None, "OPTION_LETTER": None, "DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
 }
 
 
