@@ -21,8 +21,9 @@ the question's value is the word's rarity (IDF). Their dot product is the BM25 s
 split the way code is written: ``SecureCookieSessionInterface`` also counts as ``secure``,
 ``cookie``, ``session``, ``interface``, and ``order_total`` as ``order`` and ``total``, so the
 question "session cookie" meets that class; endings are folded (stem: "compared" meets
-``compare_digest``, "serialised" meets ``serialize``). Some words say more than others and count several times, as fields
-weighted in BM25F: the file's path, a doc section's heading path, the name a chunk defines.
+``compare_digest``, "serialised" meets ``serialize``). Some words say more than others and count
+several times, as fields weighted in BM25F: the file's path, a doc section's heading path, the
+name a chunk defines.
 These sparse vectors need no model and no network. Every weight here was measured with
 bench/bench_retrieval.py --ablate (README there); those that did not pay were removed.
 
