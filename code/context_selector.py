@@ -21,8 +21,9 @@ the question's value is the word's rarity (IDF). Their dot product is the BM25 s
 split the way code is written: ``SecureCookieSessionInterface`` also counts as ``secure``,
 ``cookie``, ``session``, ``interface``, and ``order_total`` as ``order`` and ``total``, so the
 question "session cookie" meets that class; endings are folded (stem: "compared" meets
-``compare_digest``). Some words say more than others and count several times, as fields
-weighted in BM25F: the file's path, a doc section's heading path, the name a chunk defines.
+``compare_digest``, "serialised" meets ``serialize``). Some words say more than others and count
+several times, as fields weighted in BM25F: the file's path, a doc section's heading path, the
+name a chunk defines.
 These sparse vectors need no model and no network. Every weight here was measured with
 bench/bench_retrieval.py --ablate (README there); those that did not pay were removed.
 
@@ -66,6 +67,9 @@ HEADING_WEIGHT = 3                # a doc section's heading path (page title, se
 NAME_WEIGHT = 2                   # a Python chunk's definition name (def/class): its words count 2 more times
 SECOND_CHUNK_WEIGHT = 0.3         # a file's second-best chunk adds this share of its score (file_scores)
 STEM = True                       # fold -ed/-ing/-e endings too, so "compared" meets compare_digest
+# British -ise spellings folded into -ize (with STEM): a learner who writes "serialised" or
+# "customise" meets the code's serialize and the docs' "customize".
+ISE = re.compile(r"(?<=[a-z]{4})is(e|ed|ing|ation|er)$")
 # Questions to a coding copilot are mostly about what the code does: when a source file and a test,
 # a doc page or a changelog match equally well, show the source (MRR 0.55 -> 0.79 in bench_retrieval.py).
 ROLE_WEIGHTS = {"source": 1.0, "test": 0.5, "doc": 0.7, "changelog": 0.5}
@@ -80,6 +84,8 @@ HOWTO = re.compile(r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentat
 CONCEPT = re.compile(r"\bwhy\b|\bdifference\b|^what (is|are)\b|\bwhat's\b", re.IGNORECASE)
 # A name from the code: `quoted`, snake_case, CamelCase, dotted.name or call().
 CODE_NAME = re.compile(r"`[^`]+`|\b[a-z0-9]+_[a-z0-9_]+\b|\b[A-Z][a-z0-9]+[A-Z]\w*|\b\w+\.\w+|\w\(\)")
+# "-h", "-v": a command-line option's letter is a term, though single letters are dropped otherwise.
+OPTION_LETTER = re.compile(r"(?<![\w-])-([A-Za-z])\b")
 # "jinja2.exceptions.UndefinedError: ...": the module before an exception's name says where the
 # class is defined, not where it is raised (the file that answers); its words are left out.
 ERROR_MODULE = re.compile(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Z]\w*(?:Error|Exception|Warning|Exit)\b)")
@@ -90,7 +96,7 @@ BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
 RRF_K = 60                        # reciprocal-rank fusion constant (the usual value)
 DENSE_WEIGHT = 0.3                # dense scores' weight beside lexical ones, both scaled to 1 (fuse_scores)
-INDEX_VERSION = 6                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
+INDEX_VERSION = 7                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 # Pieces of an identifier: "HTTPServerError2" -> HTTP, Server, Error, 2; "order_total" -> order, total.
@@ -200,8 +206,10 @@ def question_terms(question: str) -> list[str]:
     if ERROR_MODULE is not None:
         question = ERROR_MODULE.sub("", question)
     words = [w for w in IDENTIFIER.findall(question) if w.lower() not in stop]
-    terms = (t for w in words for t in index_terms(w))
-    return [t for t in dict.fromkeys(terms) if t not in stop and len(t) > 1]
+    terms = [t for w in words for t in index_terms(w) if len(t) > 1]
+    if OPTION_LETTER is not None:  # "respond to -h as well": the index holds "h" from "-h" in code and docs
+        terms += [letter.lower() for letter in OPTION_LETTER.findall(question)]
+    return [t for t in dict.fromkeys(terms) if t not in stop]
 
 
 def question_intent(question: str) -> str:
@@ -294,9 +302,12 @@ def index_terms(word: str) -> tuple[str, ...]:
 
 
 def stem(term: str) -> str:
-    """'compared', 'comparing', 'compare' -> 'compar'; 'cached', 'cache' -> 'cach'. Crude on purpose:
-    a question and the code fold the same way, so a wrong cut costs little. Identifiers with an
-    underscore, short words and words with digits stay as they are."""
+    """'compared', 'comparing', 'compare' -> 'compar'; 'cached', 'cache' -> 'cach'; 'serialised',
+    'serialized' -> 'serializ'. Crude on purpose: a question and the code fold the same way, so a
+    wrong cut costs little. Identifiers with an underscore, short words and words with digits stay
+    as they are."""
+    if ISE is not None and term.isalpha():
+        term = ISE.sub(r"iz\1", term)
     if len(term) <= 4 or not term.endswith(("ing", "ed", "e")) or not term.isalpha():
         return term
     for suffix in ("ing", "ed"):

@@ -7,6 +7,7 @@
     python bench/bench_retrieval.py --ablate     # also each scoring choice switched off, paired with the default
     python bench/bench_retrieval.py --check      # verify the set: relevant files exist, citations hold
     python bench/bench_retrieval.py -v           # also list the questions the lexical ranker misses
+    python bench/bench_retrieval.py --why doc    # ... and, for doc questions, which chunks won and by which words
     python bench/bench_retrieval.py --save before.json      # keep each question's ranks ...
     python bench/bench_retrieval.py --compare before.json   # ... and pair a later run with them
     python bench/bench_retrieval.py --repos flask,requests --dense openai/e5 \
@@ -127,6 +128,32 @@ def lexical_ranking(index, question: str) -> list[str]:
     return file_ranking(index, cs.score_chunks(index, cs.question_terms(question), cs.question_intent(question)))
 
 
+def explain(index, q) -> None:
+    """Why the lexical ranker put other files first (--why): for them and for the first answering
+    file, the best chunk's lines, the file-role weight, and each question term's part of the chunk's
+    BM25 score (its IDF times its saturated count: ``term:score(count)``)."""
+    terms, intent = cs.question_terms(q["question"]), cs.question_intent(q["question"])
+    scores = cs.score_chunks(index, terms, intent)
+    ranking = file_ranking(index, scores)
+    rank = first_relevant_rank(ranking, q["relevant"])
+    print(f"\n[{q['repo']}/{q['style']}] rank {rank}, intent {intent}: {q['question']}")
+    answer = ranking[rank - 1] if rank else None
+    number = {rel: f for f, (rel, *_) in enumerate(index.files)}
+    norm, prior = index.memo["bm25_norm"], cs.role_prior(index, intent)
+    for rel in ranking[:min(rank - 1, 3) if rank else 3] + ([answer] if answer else []):
+        chunks = np.flatnonzero(index.chunk_file == number[rel])
+        best = int(chunks[np.argmax(scores[chunks])])
+        parts = []
+        for term in terms:
+            counts = index.term_counts(term)
+            if counts is not None and counts[best] > 0:
+                df = np.count_nonzero(counts)
+                idf = np.log1p((index.n_chunks - df + 0.5) / (df + 0.5))
+                parts.append(f"{term}:{idf * counts[best] * (cs.BM25_K1 + 1) / (counts[best] + norm[best]):.1f}({counts[best]:g})")
+        print(f"  {'answer ' if rel == answer else ''}{rel}:{index.chunk_start[best]}-{index.chunk_end[best]}"
+              f" x{prior[best]:g} = {scores[best]:.1f}: {' '.join(parts)}")
+
+
 # Tried and left out (they cost more than they gained on the tuning questions): English function
 # words beyond STOPWORDS ("more stop words"), ...
 MORE_STOPWORDS = frozenset(
@@ -160,7 +187,9 @@ ABLATIONS = {
     "no name words": {"NAME_WEIGHT": 0},
     "no stemming": {"STEM": False},
     "doc windows": {"chunking.SECTIONS": False},
-    "as on 962e0be": {"DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
+    "no -ise folding": {"ISE": None},
+    "no option letters": {"OPTION_LETTER": None},
+    "as on 962e0be": {"ISE": None, "OPTION_LETTER": None, "DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
 }
 
 
@@ -246,7 +275,7 @@ def check(questions, roots) -> int:
     return 1 if problems else 0
 
 
-def rank_all(questions, roots, variants, embed=None, cache=None, dense_weights=()) -> dict[str, list[int]]:
+def rank_all(questions, roots, variants, embed=None, cache=None, dense_weights=(), why=()) -> dict[str, list[int]]:
     """{ranker: [rank of the first relevant file, per question]} for plain BM25, lexical, each
     variant and, with ``embed``, dense and lexical + dense."""
     ranks: dict[str, list[int]] = defaultdict(list)
@@ -262,6 +291,8 @@ def rank_all(questions, roots, variants, embed=None, cache=None, dense_weights=(
         for q in mine:
             ranks["plain BM25"].append(first_relevant_rank(file_ranking(index, plain.scores(q["question"])), q["relevant"]))
             ranks["lexical"].append(first_relevant_rank(lexical_ranking(index, q["question"]), q["relevant"]))
+            if q["style"] in why and ranks["lexical"][-1] != 1:
+                explain(index, q)
             if embed is not None:  # as select_context combines them
                 intent = cs.question_intent(q["question"])
                 lexical = cs.score_chunks(index, cs.question_terms(q["question"]), intent)
@@ -319,6 +350,8 @@ def main() -> int:
     parser.add_argument("--variants", default="", help='only these ABLATIONS, e.g. "as on 962e0be,doc windows"')
     parser.add_argument("--check", action="store_true", help="only verify the question set against the corpus")
     parser.add_argument("-v", action="store_true", help="list the lexical ranker's misses at rank 1")
+    parser.add_argument("--why", metavar="STYLES", default="", help="for these styles' misses (e.g. doc,paraphrase), "
+                        "which chunks won and each question term's part of their scores")
     parser.add_argument("--save", metavar="FILE", help="write every ranker's per-question ranks as JSON")
     parser.add_argument("--compare", metavar="FILE", help="add the lexical ranks saved by --save as 'before'")
     parser.add_argument("--repos", help="only these repositories, e.g. flask,requests")
@@ -358,7 +391,7 @@ def main() -> int:
             return check(questions, roots)
         weights = [float(w) for w in args.dense_weights.split(",") if w]
         chosen = {name: ABLATIONS[name] for name in args.variants.split(",") if name} or (ABLATIONS if args.ablate else {})
-        ranks = rank_all(questions, roots, chosen, embed, tmp / "vectors", weights)
+        ranks = rank_all(questions, roots, chosen, embed, tmp / "vectors", weights, set(args.why.split(",")) - {""})
     questions = ordered(questions, ranks)
     keys = [f"{q['repo']}|{q['question']}" for q in questions]
     if args.compare:

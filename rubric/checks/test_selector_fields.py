@@ -1,6 +1,6 @@
 """Issue 29's ranking choices, each checked for what it is for: doc pages by section with their
-heading path, the name a chunk defines, folded word endings, the question's intent and the
-exception module left out of a pasted error."""
+heading path, the name a chunk defines, folded word endings (British -ise spellings too), the
+question's intent, an option's letter ("-h") and the exception module left out of a pasted error."""
 
 from __future__ import annotations
 
@@ -80,3 +80,27 @@ def test_an_exceptions_module_path_is_left_out_of_a_pasted_error():
     terms = cs.question_terms("jinja2.exceptions.UndefinedError: 'dict object' has no attribute 'title'")
     assert "undefinederror" in terms and "exception" not in terms and "jinja2" not in terms
     assert "exception" in cs.question_terms("how are exceptions raised?")
+
+
+def test_british_spellings_meet_the_codes_american_ones():
+    assert cs.stem("serialised") == cs.stem("serialized") == cs.stem("serialize")
+    assert cs.stem("customising") == cs.stem("customize") and cs.stem("serialisation") == cs.stem("serialization")
+    assert cs.stem("raise") == "rais" and cs.stem("analysis") == "analysis"  # too short before -ise; no -ise ending
+
+
+def test_a_command_line_options_letter_is_a_term():
+    terms = cs.question_terms("How can I make the help option respond to -h as well as --help?")
+    assert "h" in terms and "help" in terms
+    assert "e" not in cs.question_terms("an e-mail address")  # a hyphenated word is no option
+    assert "x" not in cs.question_terms("x and y")  # a single letter otherwise says nothing
+
+
+def test_a_question_in_british_spelling_finds_the_section(tmp_path):
+    (tmp_path / "docs").mkdir()
+    (tmp_path / "docs" / "extending.rst").write_text(
+        "Extending\n=========\n\nCustomize how values are serialized\n-----------------------------------\n\n"
+        "Pass a value serializer that is called for every value.\n")
+    (tmp_path / "convert.py").write_text("def how_values(values):\n    return [value for value in values]\n")
+    snippets = cs.select_context("How do I customise how values are serialised?", tmp_path, k=1,
+                                 cache_dir=tmp_path / "cache")
+    assert snippets and snippets[0].path == "docs/extending.rst", snippets
