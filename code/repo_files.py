@@ -114,7 +114,7 @@ def is_excluded(parts) -> bool:
     The same rule for every component: ``.env/pyvenv.cfg`` and ``deploy/id_rsa/key`` are as
     hidden as ``.env`` itself.
     """
-    return any(excluded_name(part) for part in parts)
+    return any(map(excluded_name, parts))
 
 
 def is_virtualenv(folder) -> bool:
@@ -193,11 +193,13 @@ def iter_repo_files(repo_root):
         parts = rel + (entry.name,)
         try:
             if entry.is_dir(follow_symlinks=False) and not _is_junction(entry):
-                if len(parts) < MAX_WALK_DEPTH and not is_virtualenv(entry.path):
-                    folders += 1
+                if len(parts) < MAX_WALK_DEPTH:
+                    folders += 1  # a virtualenv too: listing it is the work being bounded
                     if folders > MAX_WALK_DIRS:
                         return
-                    stack.append((iter(_sorted_entries(entry.path)), parts))
+                    inside = _sorted_entries(entry.path)
+                    if not _lists_virtualenv(entry.path, inside):
+                        stack.append((iter(inside), parts))
             elif entry.is_file(follow_symlinks=False):  # skips symlinks, FIFOs, sockets, devices
                 yield Path(entry.path), "/".join(parts)
                 count += 1
@@ -215,6 +217,14 @@ def _sorted_entries(folder) -> list:
     except OSError:  # unreadable folder, or a path too long: nothing to show from it
         return []
     return sorted(entries, key=lambda e: e.name)
+
+
+def _lists_virtualenv(folder, entries) -> bool:
+    """is_virtualenv, judged from the folder's listing: no lookup per marker (two system calls per
+    folder cost more than reading the names). Casefolded, as a case-insensitive disk would match."""
+    if len(entries) >= MAX_WALK_FILES:  # a cut listing may lack the marker: look it up
+        return is_virtualenv(folder)
+    return any(entry.name.casefold() in VIRTUALENV_MARKERS for entry in entries)
 
 
 def _is_junction(entry) -> bool:
@@ -330,6 +340,15 @@ class TreeReader:
             raise ToolError("'.' is a directory; use list_directory to see what is inside")
         return os.fdopen(self.open_fd(parts, want_dir=False), "rb")
 
+    def read(self, relative, limit: int, shown: str | None = None) -> bytes:
+        """At most ``limit`` bytes of a file, opened as open() opens it; raises ToolError or OSError.
+        A walk's own names can come as a tuple of parts (no parsing) with ``shown`` for errors."""
+        fd = self.open_fd(_parts_of(relative), want_dir=False, shown=shown)
+        try:
+            return read_at_most(fd, limit)
+        finally:
+            os.close(fd)
+
     def open_fd(self, parts: tuple[str, ...], want_dir: bool, shown: str | None = None) -> int:
         """A new descriptor (the caller closes it) for the file or folder root/parts."""
         shown = shown or printable("/".join(parts)) or "."
@@ -403,6 +422,24 @@ class TreeReader:
             os.close(child)
             raise ToolError(_excluded_message(repr(shown)))
         return child
+
+
+READ_FIRST = 65_536                # bytes asked for by a file's first read: most source files fit
+
+
+def read_at_most(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the open file ``fd``, from where it stands.
+
+    A read reserves memory for all it may return: asking for 2 MB to get a 5 KB file took 15 times
+    as long as the read itself, so the first read asks for READ_FIRST bytes and only a bigger file
+    is read on. A read that returns less than asked has reached the end of a regular file.
+    """
+    first = min(limit, READ_FIRST)
+    data = os.read(fd, first)
+    if len(data) < first or first == limit:
+        return data
+    rest = os.read(fd, limit - first)
+    return data + rest if rest else data
 
 
 def _exists_at(name: str, dir_fd: int) -> bool:

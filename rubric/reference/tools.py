@@ -240,9 +240,8 @@ def search_code(repo_root, query) -> str:
             if budget <= 0 or time.monotonic() > give_up:
                 stopped = f"reading {MAX_SEARCH_TOTAL_BYTES:,} bytes" if budget <= 0 else f"{MAX_SEARCH_SECONDS:g} s"
                 break
-            try:  # rel's parts are the walk's own names: no parsing; unbuffered, read once
-                with open(tree.open_fd(tuple(rel.split("/")), False, rel), "rb", buffering=0) as fh:
-                    data = fh.read(MAX_SEARCH_FILE_BYTES + 1)
+            try:  # rel's parts are the walk's own names: no parsing
+                data = tree.read(tuple(rel.split("/")), MAX_SEARCH_FILE_BYTES + 1, shown=rel)
             except (OSError, ToolError):  # changed since the walk, hard-linked, a FIFO: skipped
                 continue
             budget -= len(data)
