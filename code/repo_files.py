@@ -407,14 +407,17 @@ class TreeReader:
                     passing: bool = False) -> int:
         """Open one entry of the folder ``fd`` without following it; raises OSError or ToolError.
         ``passing``: a folder on the way down, opened for lookups only (_PASS_FLAGS)."""
-        # Look before opening, without following: a device is never even opened.
-        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        if stat.S_ISLNK(st.st_mode):
-            raise OSError(errno.ELOOP, "symlink")
-        if last:
-            _refuse_kind(st, shown, want_dir)
-        elif not stat.S_ISDIR(st.st_mode):
-            raise OSError(errno.ENOTDIR, "not a directory")
+        # Look before opening, without following: a device is never even opened. A folder on the
+        # way down needs no look (one call per folder): O_NOFOLLOW | O_DIRECTORY refuse a link or
+        # anything but a folder before opening it.
+        if not passing:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                raise OSError(errno.ELOOP, "symlink")
+            if last:
+                _refuse_kind(st, shown, want_dir)
+            elif not stat.S_ISDIR(st.st_mode):
+                raise OSError(errno.ENOTDIR, "not a directory")
         if not want_dir:
             return os.open(name, _READ_FLAGS | _NOFOLLOW, dir_fd=fd)
         child = os.open(name, (_PASS_FLAGS if passing else _READ_FLAGS) | _NOFOLLOW | _DIRECTORY, dir_fd=fd)
@@ -644,18 +647,19 @@ def split_lines(text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def matching_lines(data: bytes, needle: str, low: bytes | None = None):
+def matching_lines(data: bytes, needle: str, low: bytes | None = None, start: int = 0):
     """Yield (line number, line) for each line of ``data`` containing ``needle`` (already lowered),
     lines numbered as split_lines numbers them. An ASCII needle is found in the raw bytes, lowered
     once (bytes.lower changes ASCII only, so positions hold): only matching lines are decoded.
-    ``low``: ``data.lower()`` when the caller already has it (search_code's fast reject)."""
+    ``low``: ``data.lower()`` when the caller already has it (search_code's fast reject), and
+    ``start``: where its first match is, so that it is not looked for twice."""
     if not needle.isascii():
         for number, line in enumerate(split_lines(data.decode("utf-8", "replace")), 1):
             if needle in line.lower():
                 yield number, line
         return
     wanted, low = needle.encode(), data.lower() if low is None else low
-    number, counted, at = 1, 0, low.find(wanted)
+    number, counted, at = 1, 0, low.find(wanted, start)
     while at >= 0:
         number += data.count(b"\n", counted, at)
         counted = at
@@ -664,6 +668,17 @@ def matching_lines(data: bytes, needle: str, low: bytes | None = None):
         line = data[start:end].decode("utf-8", "replace")
         yield number, line[:-1] if line.endswith("\r") else line
         at = low.find(wanted, end)
+
+
+def count_matching_lines(data: bytes, low: bytes, wanted: bytes, at: int, limit: int) -> int:
+    """How many lines hold ``wanted`` (ASCII, lowered) from its match at ``at`` on, at most ``limit``:
+    matching_lines without numbering or decoding, for matches that will not be shown."""
+    count = 0
+    while at >= 0 and count < limit:
+        count += 1
+        end = data.find(b"\n", at)
+        at = -1 if end < 0 else low.find(wanted, end)
+    return count
 
 
 def _is_binary(prefix: bytes) -> bool:
