@@ -180,10 +180,10 @@ def iter_repo_files(repo_root):
     may change after the walk.
     """
     root = Path(repo_root).resolve()
-    stack = [(iter(_sorted_entries(root)), ())]
+    stack = [(iter(_sorted_entries(root)), (), root)]
     count, folders = 0, 0
     while stack:
-        entries, rel = stack[-1]
+        entries, rel, folder = stack[-1]
         entry = next(entries, None)
         if entry is None:
             stack.pop()
@@ -199,9 +199,9 @@ def iter_repo_files(repo_root):
                         return
                     inside = _sorted_entries(entry.path)
                     if not _lists_virtualenv(entry.path, inside):
-                        stack.append((iter(inside), parts))
+                        stack.append((iter(inside), parts, folder / entry.name))
             elif entry.is_file(follow_symlinks=False):  # skips symlinks, FIFOs, sockets, devices
-                yield Path(entry.path), "/".join(parts)
+                yield folder / entry.name, "/".join(parts)  # cheaper than parsing entry.path
                 count += 1
                 if count >= MAX_WALK_FILES:
                     return
