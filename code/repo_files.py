@@ -431,18 +431,19 @@ READ_FIRST = 65_536                # bytes asked for by a file's first read: mos
 
 
 def read_at_most(fd: int, limit: int) -> bytes:
-    """Up to ``limit`` bytes of the open file ``fd``, from where it stands.
+    """Up to ``limit`` bytes of the open regular file ``fd``, from where it stands.
 
     A read reserves memory for all it may return: asking for 2 MB to get a 5 KB file took 15 times
-    as long as the read itself, so the first read asks for READ_FIRST bytes and only a bigger file
-    is read on. A read that returns less than asked has reached the end of a regular file.
+    as long as the read itself, so the first read asks for READ_FIRST bytes. A read that returns
+    less than asked has reached the end of a regular file; a bigger file is read again in one read
+    (joining two parts copied the whole file once more, which cost more than reading it).
     """
     first = min(limit, READ_FIRST)
     data = os.read(fd, first)
     if len(data) < first or first == limit:
         return data
-    rest = os.read(fd, limit - first)
-    return data + rest if rest else data
+    os.lseek(fd, -len(data), os.SEEK_CUR)
+    return os.read(fd, limit)
 
 
 def _exists_at(name: str, dir_fd: int) -> bool:
@@ -668,6 +669,22 @@ def matching_lines(data: bytes, needle: str, low: bytes | None = None, start: in
         line = data[start:end].decode("utf-8", "replace")
         yield number, line[:-1] if line.endswith("\r") else line
         at = low.find(wanted, end)
+
+
+FOLD_STEP = 65_536                 # find_lowered lowers this much of a file at a time
+
+
+def find_lowered(data: bytes, wanted: bytes) -> int:
+    """``data.lower().find(wanted)`` for an ASCII ``wanted`` already lowered, one slice at a time:
+    a big file without it (most files) never gets a lowered copy of its own size, which cost
+    more than the search itself. Slices overlap by len(wanted) - 1 bytes, so no match is cut."""
+    if len(data) <= FOLD_STEP:
+        return data.lower().find(wanted)
+    for start in range(0, len(data), FOLD_STEP):
+        at = data[start:start + FOLD_STEP + len(wanted) - 1].lower().find(wanted)
+        if at >= 0:
+            return start + at
+    return -1
 
 
 def count_matching_lines(data: bytes, low: bytes, wanted: bytes, at: int, limit: int) -> int:

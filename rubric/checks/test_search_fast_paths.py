@@ -65,8 +65,22 @@ def test_read_at_most_reads_up_to_the_limit(tmp_path, size, limit):
     fd = os.open(tmp_path / "f", os.O_RDONLY)
     try:
         assert repo_files.read_at_most(fd, limit) == data[:limit]
+        os.lseek(fd, 7, os.SEEK_SET)  # from where the file stands, not from its start
+        assert repo_files.read_at_most(fd, limit) == data[7:7 + limit]
     finally:
         os.close(fd)
+
+
+@pytest.mark.parametrize("wanted", [b"needle", b"n", b"a needle longer than one slice's overlap"])
+def test_find_lowered_finds_the_first_match_across_slice_edges(wanted):
+    step = repo_files.FOLD_STEP
+    filler = b"x" * (3 * step)
+    assert repo_files.find_lowered(filler, wanted) == -1
+    for at in (0, step - len(wanted), step - 1, step, 2 * step - 3, 3 * step - len(wanted)):
+        data = bytearray(filler)
+        data[at:at + len(wanted)] = wanted.upper()
+        data = bytes(data[:3 * step])
+        assert repo_files.find_lowered(data, wanted) == data.lower().find(wanted), at
 
 
 # --------------------------------------------------------------------------- what is counted

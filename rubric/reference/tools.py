@@ -25,7 +25,7 @@ from repo_files import (  # noqa: F401
     BINARY_SNIFF_BYTES, EXCLUDED_DIRS, KEY_FILE_NAMES, MAX_ECHO_CHARS, MAX_LINE_CHARS, MAX_SCAN_BYTES,
     MAX_WALK_DEPTH, MAX_WALK_DIRS, MAX_WALK_FILES, SECRET_FILE_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
     VIRTUALENV_MARKERS, ToolError, TreeReader, count_lines, current_record, display_path, excluded_name,
-    count_matching_lines, is_excluded, is_virtualenv, iter_repo_files, matching_lines, open_in_root, open_resolved,
+    count_matching_lines, find_lowered, is_excluded, is_virtualenv, iter_repo_files, matching_lines, open_in_root, open_resolved,
     printable,
     read_text_in_root, recording, relative_parts, rooted, shorten, split_lines,
     _OpenDirectory, _excluded_message, _inside_virtualenv, _is_binary, _is_junction, _lexists_in,
@@ -250,14 +250,14 @@ def search_code(repo_root, query) -> str:
                 continue
             # Fast reject before looking at lines (most files do not match): on the raw bytes for
             # an ASCII query, else on the decoded text, lowered once.
-            low = data.lower() if ascii_query else b""
-            first = low.find(needle_bytes) if ascii_query else 0
+            first = find_lowered(data, needle_bytes) if ascii_query else 0
             if first < 0:
                 continue
             if _is_binary(data[:BINARY_SNIFF_BYTES]):
                 continue
             if not ascii_query and needle not in data.decode("utf-8", "replace").lower():
                 continue
+            low = data.lower() if ascii_query else None  # a match: lowered whole, once
             if ascii_query and len(hits) >= MAX_SEARCH_HITS:  # none of it is shown: count lines, no numbers
                 found = count_matching_lines(data, low, needle_bytes, first, MAX_SEARCH_MATCHES + 1 - total)
                 if total + found > MAX_SEARCH_MATCHES:  # a match past the cap: the count is "more than"
@@ -265,7 +265,7 @@ def search_code(repo_root, query) -> str:
                     break
                 total += found
                 continue
-            for number, line in matching_lines(data, needle, low if ascii_query else None, first):
+            for number, line in matching_lines(data, needle, low, first):
                 if total >= MAX_SEARCH_MATCHES:  # a match past the cap: the count is "more than"
                     stopped = f"{MAX_SEARCH_MATCHES:,} matching lines"
                     break
