@@ -174,9 +174,10 @@ def iter_repo_files(repo_root):
     """Yield (path, rel_path) for every visible regular file, in name order, depth first.
 
     Does not follow symlinks (so no loops and no way out of the root), skips excluded folders
-    without listing them and virtualenvs (told from their listing) without walking them, walks with a stack rather than recursion, and stops at
-    MAX_WALK_DEPTH folders deep and after MAX_WALK_FILES files or MAX_WALK_DIRS folders. Shared with context_selector.py
-    so both see the same files. Open what it yields with open_in_root(root, rel_path): the tree
+    without listing them and virtualenvs (told from their listing) without walking them, walks
+    with a stack rather than recursion, and stops at MAX_WALK_DEPTH folders deep and after
+    MAX_WALK_FILES files or MAX_WALK_DIRS folders. Shared with context_selector.py so both see
+    the same files. Open what it yields with open_in_root(root, rel_path): the tree
     may change after the walk.
     """
     root = Path(repo_root).resolve()

@@ -24,10 +24,9 @@ from pathlib import Path
 from repo_files import (  # noqa: F401
     BINARY_SNIFF_BYTES, EXCLUDED_DIRS, KEY_FILE_NAMES, MAX_ECHO_CHARS, MAX_LINE_CHARS, MAX_SCAN_BYTES,
     MAX_WALK_DEPTH, MAX_WALK_DIRS, MAX_WALK_FILES, SECRET_FILE_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
-    VIRTUALENV_MARKERS, ToolError, TreeReader, count_lines, current_record, display_path, excluded_name,
-    count_matching_lines, find_lowered, is_excluded, is_virtualenv, iter_repo_files, matching_lines, open_in_root, open_resolved,
-    printable,
-    read_text_in_root, recording, relative_parts, rooted, shorten, split_lines,
+    VIRTUALENV_MARKERS, ToolError, TreeReader, count_lines, count_matching_lines, current_record, display_path,
+    excluded_name, find_lowered, is_excluded, is_virtualenv, iter_repo_files, matching_lines, open_in_root,
+    open_resolved, printable, read_text_in_root, recording, relative_parts, rooted, shorten, split_lines,
     _OpenDirectory, _excluded_message, _inside_virtualenv, _is_binary, _is_junction, _lexists_in,
     _encodable, _read_window, _record,
 )
