@@ -82,8 +82,7 @@ def read_bytes(tree: TreeReader, rel: str) -> bytes | None:
     changed since the walk), never blocking on a FIFO, refusing hard-linked files and secret paths.
     """
     try:
-        with tree.open(rel) as fh:
-            return fh.read(MAX_INDEX_FILE_BYTES + 1)
+        return tree.read(rel, MAX_INDEX_FILE_BYTES + 1)
     except (ToolError, OSError):
         return None
 

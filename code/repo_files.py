@@ -114,7 +114,7 @@ def is_excluded(parts) -> bool:
     The same rule for every component: ``.env/pyvenv.cfg`` and ``deploy/id_rsa/key`` are as
     hidden as ``.env`` itself.
     """
-    return any(excluded_name(part) for part in parts)
+    return any(map(excluded_name, parts))
 
 
 def is_virtualenv(folder) -> bool:
@@ -173,17 +173,18 @@ def _excluded_message(shown: str) -> str:
 def iter_repo_files(repo_root):
     """Yield (path, rel_path) for every visible regular file, in name order, depth first.
 
-    Does not follow symlinks (so no loops and no way out of the root), skips excluded folders and
-    virtualenvs without entering them, walks with a stack rather than recursion, and stops at
-    MAX_WALK_DEPTH folders deep and after MAX_WALK_FILES files or MAX_WALK_DIRS folders. Shared with context_selector.py
-    so both see the same files. Open what it yields with open_in_root(root, rel_path): the tree
+    Does not follow symlinks (so no loops and no way out of the root), skips excluded folders
+    without listing them and virtualenvs (told from their listing) without walking them, walks
+    with a stack rather than recursion, and stops at MAX_WALK_DEPTH folders deep and after
+    MAX_WALK_FILES files or MAX_WALK_DIRS folders. Shared with context_selector.py so both see
+    the same files. Open what it yields with open_in_root(root, rel_path): the tree
     may change after the walk.
     """
     root = Path(repo_root).resolve()
-    stack = [(iter(_sorted_entries(root)), ())]
+    stack = [(iter(_sorted_entries(root)), (), root)]
     count, folders = 0, 0
     while stack:
-        entries, rel = stack[-1]
+        entries, rel, folder = stack[-1]
         entry = next(entries, None)
         if entry is None:
             stack.pop()
@@ -193,13 +194,15 @@ def iter_repo_files(repo_root):
         parts = rel + (entry.name,)
         try:
             if entry.is_dir(follow_symlinks=False) and not _is_junction(entry):
-                if len(parts) < MAX_WALK_DEPTH and not is_virtualenv(entry.path):
-                    folders += 1
+                if len(parts) < MAX_WALK_DEPTH:
+                    folders += 1  # a virtualenv too: listing it is the work being bounded
                     if folders > MAX_WALK_DIRS:
                         return
-                    stack.append((iter(_sorted_entries(entry.path)), parts))
+                    inside = _sorted_entries(entry.path)
+                    if not _lists_virtualenv(entry.path, inside):
+                        stack.append((iter(inside), parts, folder / entry.name))
             elif entry.is_file(follow_symlinks=False):  # skips symlinks, FIFOs, sockets, devices
-                yield Path(entry.path), "/".join(parts)
+                yield folder / entry.name, "/".join(parts)  # cheaper than parsing entry.path
                 count += 1
                 if count >= MAX_WALK_FILES:
                     return
@@ -215,6 +218,14 @@ def _sorted_entries(folder) -> list:
     except OSError:  # unreadable folder, or a path too long: nothing to show from it
         return []
     return sorted(entries, key=lambda e: e.name)
+
+
+def _lists_virtualenv(folder, entries) -> bool:
+    """is_virtualenv, judged from the folder's listing: no lookup per marker (two system calls per
+    folder cost more than reading the names). Casefolded, as a case-insensitive disk would match."""
+    if len(entries) >= MAX_WALK_FILES:  # a cut listing may lack the marker: look it up
+        return is_virtualenv(folder)
+    return any(entry.name.casefold() in VIRTUALENV_MARKERS for entry in entries)
 
 
 def _is_junction(entry) -> bool:
@@ -330,6 +341,15 @@ class TreeReader:
             raise ToolError("'.' is a directory; use list_directory to see what is inside")
         return os.fdopen(self.open_fd(parts, want_dir=False), "rb")
 
+    def read(self, relative, limit: int, shown: str | None = None) -> bytes:
+        """At most ``limit`` bytes of a file, opened as open() opens it; raises ToolError or OSError.
+        A walk's own names can come as a tuple of parts (no parsing) with ``shown`` for errors."""
+        fd = self.open_fd(_parts_of(relative), want_dir=False, shown=shown)
+        try:
+            return read_at_most(fd, limit)
+        finally:
+            os.close(fd)
+
     def open_fd(self, parts: tuple[str, ...], want_dir: bool, shown: str | None = None) -> int:
         """A new descriptor (the caller closes it) for the file or folder root/parts."""
         shown = shown or printable("/".join(parts)) or "."
@@ -388,14 +408,17 @@ class TreeReader:
                     passing: bool = False) -> int:
         """Open one entry of the folder ``fd`` without following it; raises OSError or ToolError.
         ``passing``: a folder on the way down, opened for lookups only (_PASS_FLAGS)."""
-        # Look before opening, without following: a device is never even opened.
-        st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-        if stat.S_ISLNK(st.st_mode):
-            raise OSError(errno.ELOOP, "symlink")
-        if last:
-            _refuse_kind(st, shown, want_dir)
-        elif not stat.S_ISDIR(st.st_mode):
-            raise OSError(errno.ENOTDIR, "not a directory")
+        # Look before opening, without following: a device is never even opened. A folder on the
+        # way down needs no look (one call per folder): O_NOFOLLOW | O_DIRECTORY refuse a link or
+        # anything but a folder before opening it.
+        if not passing:
+            st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                raise OSError(errno.ELOOP, "symlink")
+            if last:
+                _refuse_kind(st, shown, want_dir)
+            elif not stat.S_ISDIR(st.st_mode):
+                raise OSError(errno.ENOTDIR, "not a directory")
         if not want_dir:
             return os.open(name, _READ_FLAGS | _NOFOLLOW, dir_fd=fd)
         child = os.open(name, (_PASS_FLAGS if passing else _READ_FLAGS) | _NOFOLLOW | _DIRECTORY, dir_fd=fd)
@@ -403,6 +426,25 @@ class TreeReader:
             os.close(child)
             raise ToolError(_excluded_message(repr(shown)))
         return child
+
+
+READ_FIRST = 65_536                # bytes asked for by a file's first read: most source files fit
+
+
+def read_at_most(fd: int, limit: int) -> bytes:
+    """Up to ``limit`` bytes of the open regular file ``fd``, from where it stands.
+
+    A read reserves memory for all it may return: asking for 2 MB to get a 5 KB file took 15 times
+    as long as the read itself, so the first read asks for READ_FIRST bytes. A read that returns
+    less than asked has reached the end of a regular file; a bigger file is read again in one read
+    (joining two parts copied the whole file once more, which cost more than reading it).
+    """
+    first = min(limit, READ_FIRST)
+    data = os.read(fd, first)
+    if len(data) < first or first == limit:
+        return data
+    os.lseek(fd, -len(data), os.SEEK_CUR)
+    return os.read(fd, limit)
 
 
 def _exists_at(name: str, dir_fd: int) -> bool:
@@ -607,18 +649,19 @@ def split_lines(text: str) -> list[str]:
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 
-def matching_lines(data: bytes, needle: str, low: bytes | None = None):
+def matching_lines(data: bytes, needle: str, low: bytes | None = None, start: int = 0):
     """Yield (line number, line) for each line of ``data`` containing ``needle`` (already lowered),
     lines numbered as split_lines numbers them. An ASCII needle is found in the raw bytes, lowered
     once (bytes.lower changes ASCII only, so positions hold): only matching lines are decoded.
-    ``low``: ``data.lower()`` when the caller already has it (search_code's fast reject)."""
+    ``low``: ``data.lower()`` when the caller already has it (search_code's fast reject), and
+    ``start``: where its first match is, so that it is not looked for twice."""
     if not needle.isascii():
         for number, line in enumerate(split_lines(data.decode("utf-8", "replace")), 1):
             if needle in line.lower():
                 yield number, line
         return
     wanted, low = needle.encode(), data.lower() if low is None else low
-    number, counted, at = 1, 0, low.find(wanted)
+    number, counted, at = 1, 0, low.find(wanted, start)
     while at >= 0:
         number += data.count(b"\n", counted, at)
         counted = at
@@ -627,6 +670,33 @@ def matching_lines(data: bytes, needle: str, low: bytes | None = None):
         line = data[start:end].decode("utf-8", "replace")
         yield number, line[:-1] if line.endswith("\r") else line
         at = low.find(wanted, end)
+
+
+FOLD_STEP = 65_536                 # find_lowered lowers this much of a file at a time
+
+
+def find_lowered(data: bytes, wanted: bytes) -> int:
+    """``data.lower().find(wanted)`` for an ASCII ``wanted`` already lowered, one slice at a time:
+    a big file without it (most files) never gets a lowered copy of its own size, which cost
+    more than the search itself. Slices overlap by len(wanted) - 1 bytes, so no match is cut."""
+    if len(data) <= FOLD_STEP:
+        return data.lower().find(wanted)
+    for start in range(0, len(data), FOLD_STEP):
+        at = data[start:start + FOLD_STEP + len(wanted) - 1].lower().find(wanted)
+        if at >= 0:
+            return start + at
+    return -1
+
+
+def count_matching_lines(data: bytes, low: bytes, wanted: bytes, at: int, limit: int) -> int:
+    """How many lines hold ``wanted`` (ASCII, lowered) from its match at ``at`` on, at most ``limit``:
+    matching_lines without numbering or decoding, for matches that will not be shown."""
+    count = 0
+    while at >= 0 and count < limit:
+        count += 1
+        end = data.find(b"\n", at)
+        at = -1 if end < 0 else low.find(wanted, end)
+    return count
 
 
 def _is_binary(prefix: bytes) -> bool:

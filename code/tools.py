@@ -24,9 +24,9 @@ from pathlib import Path
 from repo_files import (  # noqa: F401
     BINARY_SNIFF_BYTES, EXCLUDED_DIRS, KEY_FILE_NAMES, MAX_ECHO_CHARS, MAX_LINE_CHARS, MAX_SCAN_BYTES,
     MAX_WALK_DEPTH, MAX_WALK_DIRS, MAX_WALK_FILES, SECRET_FILE_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
-    VIRTUALENV_MARKERS, ToolError, TreeReader, count_lines, current_record, display_path, excluded_name,
-    is_excluded, is_virtualenv, iter_repo_files, matching_lines, open_in_root, open_resolved, printable,
-    read_text_in_root, recording, relative_parts, rooted, shorten, split_lines,
+    VIRTUALENV_MARKERS, ToolError, TreeReader, count_lines, count_matching_lines, current_record, display_path,
+    excluded_name, find_lowered, is_excluded, is_virtualenv, iter_repo_files, matching_lines, open_in_root,
+    open_resolved, printable, read_text_in_root, recording, relative_parts, rooted, shorten, split_lines,
     _OpenDirectory, _excluded_message, _inside_virtualenv, _is_binary, _is_junction, _lexists_in,
     _encodable, _read_window, _record,
 )
@@ -225,9 +225,8 @@ def search_code(repo_root, query) -> str:
             if budget <= 0 or time.monotonic() > give_up:
                 stopped = f"reading {MAX_SEARCH_TOTAL_BYTES:,} bytes" if budget <= 0 else f"{MAX_SEARCH_SECONDS:g} s"
                 break
-            try:  # rel's parts are the walk's own names: no parsing; unbuffered, read once
-                with open(tree.open_fd(tuple(rel.split("/")), False, rel), "rb", buffering=0) as fh:
-                    data = fh.read(MAX_SEARCH_FILE_BYTES + 1)
+            try:  # rel's parts are the walk's own names: no parsing
+                data = tree.read(tuple(rel.split("/")), MAX_SEARCH_FILE_BYTES + 1, shown=rel)
             except (OSError, ToolError):  # changed since the walk, hard-linked, a FIFO: skipped
                 continue
             budget -= len(data)
@@ -235,14 +234,22 @@ def search_code(repo_root, query) -> str:
                 continue
             # Fast reject before looking at lines (most files do not match): on the raw bytes for
             # an ASCII query, else on the decoded text, lowered once.
-            low = data.lower() if ascii_query else b""
-            if ascii_query and needle_bytes not in low:
+            first = find_lowered(data, needle_bytes) if ascii_query else 0
+            if first < 0:
                 continue
             if _is_binary(data[:BINARY_SNIFF_BYTES]):
                 continue
             if not ascii_query and needle not in data.decode("utf-8", "replace").lower():
                 continue
-            for number, line in matching_lines(data, needle, low if ascii_query else None):
+            low = data.lower() if ascii_query else None  # a match: lowered whole, once
+            if ascii_query and len(hits) >= MAX_SEARCH_HITS:  # none of it is shown: count lines, no numbers
+                found = count_matching_lines(data, low, needle_bytes, first, MAX_SEARCH_MATCHES + 1 - total)
+                if total + found > MAX_SEARCH_MATCHES:  # a match past the cap: the count is "more than"
+                    total, stopped = MAX_SEARCH_MATCHES, f"{MAX_SEARCH_MATCHES:,} matching lines"
+                    break
+                total += found
+                continue
+            for number, line in matching_lines(data, needle, low, first):
                 if total >= MAX_SEARCH_MATCHES:  # a match past the cap: the count is "more than"
                     stopped = f"{MAX_SEARCH_MATCHES:,} matching lines"
                     break

@@ -3,7 +3,8 @@
     python bench/bench_search.py                 # from code/; Django 5.1.4 from ../shared/corpus + hostile trees
     python bench/bench_search.py --tree DIR      # also (or, without the corpus, only) this unpacked tree
 
-Per tree, best of --repeat runs each, one after the other so that both see the same machine:
+Per tree, the median of --repeat rounds (5), each round running every contender in turn so that all
+see the same machine (the load average is printed before and after):
   search   tools.search_code for a string found nowhere, and for a rare one, vs `grep -rI` and
            `grep -rIi` (search_code is case-insensitive, so -rIi is the like-for-like one)  [<= 3x]
   index    context_selector's cold index (context_index.build_index, no cache) vs the floor:
@@ -19,6 +20,7 @@ import argparse
 import os
 import re
 import shutil
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -39,13 +41,16 @@ NO_HIT = "zq_no_such_identifier_xj"
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 
 
-def best_of(fn, repeat: int) -> float:
-    times = []
+def medians(fns, repeat: int) -> list[float]:
+    """The median time of each function over ``repeat`` rounds, run in turn within each round (a
+    burst of load on the shared machine then hits all of them, not one)."""
+    times = [[] for _ in fns]
     for _ in range(repeat):
-        started = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - started)
-    return min(times)
+        for fn, taken in zip(fns, times):
+            started = time.perf_counter()
+            fn()
+            taken.append(time.perf_counter() - started)
+    return [statistics.median(taken) for taken in times]
 
 
 def grep(args, root) -> None:
@@ -60,21 +65,23 @@ def floor(root: Path, listing) -> None:
                 IDENTIFIER.findall(fh.read().decode("utf-8", "replace"))
 
 
+def cold_index(root: Path) -> None:
+    cs._terms_memo.clear()  # as in a new process: the terms of each identifier are not known yet
+    ci.build_index(root, ci.list_repo(root), cs.RECIPE)
+
+
 def measure(name: str, root: Path, rare: str, repeat: int, index: bool = True) -> None:
     listing = ci.list_repo(root)
     mb = sum(size for *_, size, _ in listing) / 1e6
     print(f"\n{name}: {len(listing):,} files, {mb:.0f} MB")
     for query in (NO_HIT, rare):
-        ours = best_of(lambda: tools.search_code(root, query), repeat)
-        plain = best_of(lambda: grep(["-rI", query], root), repeat)
-        folded = best_of(lambda: grep(["-rIi", query], root), repeat)
+        ours, plain, folded = medians([lambda: tools.search_code(root, query), lambda: grep(["-rI", query], root),
+                                       lambda: grep(["-rIi", query], root)], repeat)
         print(f"  search_code({query!r:<28}) {ours:6.2f} s   grep -rI {plain:5.2f} s ({ours / plain:4.1f}x)   "
               f"grep -rIi {folded:5.2f} s ({ours / folded:4.1f}x)   [goal <= 3x]")
     if not index:  # files over the index's size or total budget: it reads few of them, the floor all
         return
-    base = best_of(lambda: floor(root, listing), repeat)
-    recipe = cs.RECIPE
-    cold = best_of(lambda: ci.build_index(root, ci.list_repo(root), recipe), max(1, repeat // 2))
+    base, cold = medians([lambda: floor(root, listing), lambda: cold_index(root)], repeat)
     print(f"  cold index {cold:6.2f} s   floor (read + regex split) {base:5.2f} s   {cold / base:4.1f}x   [goal <= 3x]")
 
 
@@ -102,15 +109,17 @@ def main() -> int:
             block = ("x = 1  # a line with an x\n" * (1_999_000 // 26)).encode() + b"marker = 1\n"
             for i in range(128):
                 (big / f"f{i:03}.py").write_bytes(block)
-            measure("hostile: 128 x 2 MB", big, "marker", max(1, args.repeat // 2), index=False)
+            measure("hostile: 128 x 2 MB", big, "marker", args.repeat, index=False)
             many = work / "many"
             many.mkdir()
             text = "".join(f"def f{i}(a, b):\n    return a + b * {i}\n\n" for i in range(128_000 // 40)).encode()
             for i in range(1024):
                 (many / f"m{i:04}.py").write_bytes(text)
-            measure("hostile: 1,024 x 128 KB", many, "def f3199(", max(1, args.repeat // 2), index=False)
+            measure("hostile: 1,024 x 128 KB", many, "def f3199(", args.repeat, index=False)
     finally:
         shutil.rmtree(work, ignore_errors=True)
+    if hasattr(os, "getloadavg"):
+        print(f"\nload average {os.getloadavg()[0]:.1f} at the end")
     return 0
 
 

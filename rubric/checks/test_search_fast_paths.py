@@ -1,0 +1,150 @@
+"""search_code's and the walk's faster paths (issue 29) find and hide what the plain ones did.
+
+Each fast path skips work: a 64 KB first read, the first match looked for once, matches past the
+shown ones counted without line numbers, a virtualenv told from its folder's listing, a folder on
+the way down opened without a look first. These checks hold the results to the plain reading.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import sys
+
+import pytest
+
+import repo_files
+import tools
+
+
+def _numbered(data: bytes, needle: str) -> list[int]:
+    """Line numbers of the lines holding ``needle`` (lowered), by the one line-splitting rule."""
+    lines = tools.split_lines(data.decode("utf-8", "replace"))
+    return [n for n, line in enumerate(lines, 1) if needle in line.lower()]
+
+
+# --------------------------------------------------------------------------- what is found
+
+def test_a_non_ascii_query_matches_whatever_the_case_of_either_side(tmp_path):
+    (tmp_path / "a.txt").write_text("x = 1\nDIE GR\u00d6SSE \u00dcBER ALLES\n", encoding="utf-8")
+    assert "a.txt:2: DIE GR\u00d6SSE" in tools.search_code(tmp_path, "\u00fcber")
+    assert "a.txt:2: DIE GR\u00d6SSE" in tools.search_code(tmp_path, "gr\u00d6sse")
+
+
+def test_an_ascii_query_is_numbered_right_after_multibyte_text(tmp_path):
+    (tmp_path / "a.py").write_text("\u00e9\n" * 3 + "\u00fcn\u00efc\u00f6d\u00e9 = 1; Needle = 2\n\u00df\n", encoding="utf-8")
+    assert "a.py:4: \u00fcn\u00efc\u00f6d\u00e9 = 1; Needle = 2" in tools.search_code(tmp_path, "NEEDLE")
+
+
+def test_a_needle_after_a_long_binary_looking_prefix_is_found(tmp_path):
+    # Control characters and bytes that are not UTF-8, but no NUL among the first
+    # BINARY_SNIFF_BYTES: a text file, searched to its end (past the first read too).
+    prefix = bytes(range(1, 256)) * (2 * repo_files.READ_FIRST // 255)
+    data = prefix + b"\nthe Needle is here\n"
+    (tmp_path / "blob.dat").write_bytes(data)
+    (tmp_path / "real.bin").write_bytes(b"\x00" + data)  # a NUL up front: binary, skipped
+    result = tools.search_code(tmp_path, "needle")
+    assert f"blob.dat:{_numbered(data, 'needle')[0]}: the Needle is here" in result, result
+    assert "real.bin" not in result
+
+
+def test_a_needle_past_the_first_read_is_found_and_a_file_past_the_limit_is_skipped(tmp_path):
+    data = b"x = 1\n" * (repo_files.READ_FIRST // 6 + 500) + b"NEEDLE = 1\n"
+    (tmp_path / "long.py").write_bytes(data)
+    (tmp_path / "huge.py").write_bytes(b"needle\n" + b"x" * tools.MAX_SEARCH_FILE_BYTES)
+    result = tools.search_code(tmp_path, "needle")
+    assert f"long.py:{_numbered(data, 'needle')[0]}: NEEDLE = 1" in result and "huge.py" not in result, result
+
+
+@pytest.mark.parametrize("size", [0, 1, repo_files.READ_FIRST - 1, repo_files.READ_FIRST,
+                                  repo_files.READ_FIRST + 1, 3 * repo_files.READ_FIRST + 7])
+@pytest.mark.parametrize("limit", [1, repo_files.READ_FIRST, repo_files.READ_FIRST + 1, 10 * repo_files.READ_FIRST])
+def test_read_at_most_reads_up_to_the_limit(tmp_path, size, limit):
+    data = os.urandom(size)
+    (tmp_path / "f").write_bytes(data)
+    fd = os.open(tmp_path / "f", os.O_RDONLY)
+    try:
+        assert repo_files.read_at_most(fd, limit) == data[:limit]
+        os.lseek(fd, 7, os.SEEK_SET)  # from where the file stands, not from its start
+        assert repo_files.read_at_most(fd, limit) == data[7:7 + limit]
+    finally:
+        os.close(fd)
+
+
+@pytest.mark.parametrize("wanted", [b"needle", b"n", b"a needle longer than one slice's overlap"])
+def test_find_lowered_finds_the_first_match_across_slice_edges(wanted):
+    step = repo_files.FOLD_STEP
+    filler = b"x" * (3 * step)
+    assert repo_files.find_lowered(filler, wanted) == -1
+    for at in (0, step - len(wanted), step - 1, step, 2 * step - 3, 3 * step - len(wanted)):
+        data = bytearray(filler)
+        data[at:at + len(wanted)] = wanted.upper()
+        data = bytes(data[:3 * step])
+        assert repo_files.find_lowered(data, wanted) == data.lower().find(wanted), at
+
+
+# --------------------------------------------------------------------------- what is counted
+
+def test_matches_past_the_shown_ones_are_counted_as_matching_lines(tmp_path):
+    # Two matches on one line count once, as in the shown lines; every file past the first
+    # few is counted without numbering (the fast path).
+    text = "needle = needle\nx = 1\nNeedle()\n\nneedle\r\n"
+    for i in range(45):
+        (tmp_path / f"f{i:02}.py").write_text(text)
+    expected = sum(len(_numbered(p.read_bytes(), "needle")) for p in tmp_path.iterdir())
+    assert expected == 45 * 3
+    result = tools.search_code(tmp_path, "needle")
+    assert f"of {expected:,} matches" in result and "stopped" not in result, result[-300:]
+    assert result.count("\n") == tools.MAX_SEARCH_HITS  # the hits, then one note
+
+
+@pytest.mark.parametrize("after, capped", [(tools.MAX_SEARCH_MATCHES - tools.MAX_SEARCH_HITS, False),
+                                           (tools.MAX_SEARCH_MATCHES - tools.MAX_SEARCH_HITS + 1, True)])
+def test_the_match_cap_holds_on_the_counting_path(tmp_path, after, capped):
+    (tmp_path / "a.py").write_text("x = 1\n" * tools.MAX_SEARCH_HITS)  # fills the shown hits
+    (tmp_path / "b.py").write_text("x = 2\n" * after)                  # counted only
+    result = tools.search_code(tmp_path, "x")
+    if capped:
+        assert f"of more than {tools.MAX_SEARCH_MATCHES:,} matches" in result, result[-400:]
+        assert f"search stopped after {tools.MAX_SEARCH_MATCHES:,} matching lines" in result
+    else:
+        assert f"of {tools.MAX_SEARCH_MATCHES:,} matches" in result and "stopped" not in result, result[-400:]
+
+
+# --------------------------------------------------------------------------- what is hidden
+
+def test_a_virtualenv_is_told_from_its_listing_whatever_the_case_of_its_marker(tmp_path):
+    for folder, marker in (("env_a", "pyvenv.cfg"), ("env_b", "PyVenv.CFG"), ("env_c", "conda-meta")):
+        (tmp_path / folder).mkdir()
+        if marker == "conda-meta":
+            (tmp_path / folder / marker).mkdir()
+        else:
+            (tmp_path / folder / marker).write_text("home = /usr\n")
+        (tmp_path / folder / "site.py").write_text("needle = 1\n")
+    (tmp_path / "src.py").write_text("needle = 1\n")
+    assert [rel for _, rel in tools.iter_repo_files(tmp_path)] == ["src.py"]
+    assert "env_" not in tools.search_code(tmp_path, "needle")
+
+
+def test_a_listing_cut_by_the_walk_cap_looks_the_marker_up(tmp_path, monkeypatch):
+    venv = tmp_path / "env"
+    venv.mkdir()
+    (venv / "pyvenv.cfg").write_text("home = /usr\n")
+    monkeypatch.setattr(repo_files, "MAX_WALK_FILES", 3)
+    without_marker = [entry for entry in os.scandir(tmp_path)] * 3  # a full listing the marker is not in
+    assert repo_files._lists_virtualenv(str(venv), without_marker)
+    assert not repo_files._lists_virtualenv(str(tmp_path), without_marker)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo") or sys.platform == "win32", reason="no FIFOs on this OS")
+def test_a_fifo_or_a_file_where_a_folder_should_be_is_refused_at_once(tmp_path):
+    os.mkfifo(tmp_path / "pipe")
+    (tmp_path / "plain").write_text("x = 1\n")
+    signal.alarm(10)  # a FIFO opened for reading would wait for a writer forever
+    try:
+        with repo_files.TreeReader(tmp_path) as tree:
+            for bad in ("pipe/a.py", "plain/a.py"):
+                with pytest.raises(tools.ToolError, match="symlink|not a directory"):
+                    tree.read(bad, 100)
+    finally:
+        signal.alarm(0)
