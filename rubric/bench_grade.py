@@ -7,11 +7,14 @@
     python rubric/bench_grade.py --count 10 --hostile 240   the class alone, then with one more learner
                                               whose tools.py forks 240 busy processes at import: the
                                               honest learners' totals must not change
+    python rubric/bench_grade.py --count 30 --per-learner   ... and each learner's wall and CPU by command
 
 Builds the class in a temporary folder from this lab (stubs, the reference with template or filled
 documents, planted mistakes from rubric/checks/mutants.py, a mismatching evidence block), runs
-the folder mode exactly as an instructor would, and prints seconds per submission with the load
-average before and after, because other work on the machine changes the number.
+the folder mode exactly as an instructor would, and prints the wall time with the load average
+(before, sampled during, after), because other work on the machine changes it, and the CPU time,
+which it does not: of the learner commands (each counted by its cgroup, per kind of command) and
+of grade.py itself. From the CPU time it estimates the wall time on an idle machine.
 """
 
 from __future__ import annotations
@@ -175,6 +178,18 @@ def per_learner(graded: list) -> list:
     return lines
 
 
+def idle_estimate(graded: list, workers: int, serial: float) -> float:
+    """Wall seconds on an idle machine if each learner took exactly its CPU time (commands and its
+    grading thread), learners handed out in name order as grade.py does, plus ``serial``: a lower
+    estimate (a command that waits without using CPU, e.g. for a test's time limit, takes longer)."""
+    import heapq
+    free = [0.0] * max(1, workers)
+    for r in sorted(graded, key=lambda r: r["learner"]):
+        start = heapq.heappop(free)
+        heapq.heappush(free, start + (r.get("learner_cpu_seconds") or 0) + (r.get("grader_cpu_seconds") or 0))
+    return max(free) + serial
+
+
 def grade_class(subs: Path, tmp: Path, args, extra: list) -> tuple[str, int]:
     """One folder-mode run of grade.py over ``subs``: (summary lines, exit code)."""
     out = tmp / ("out-" + "-".join(x.strip("-") for x in extra) if extra else "out-sandbox")
@@ -206,6 +221,7 @@ def grade_class(subs: Path, tmp: Path, args, extra: list) -> tuple[str, int]:
     at_once = min(args.jobs or cpus, cpus)
     total_cpu = learners_cpu + (grader_cpu if grader_cpu is not None else waited)
     args._last_out = out
+    serial = max(0.0, (grader_cpu or 0) - threads_cpu)   # start-up and the class-wide comparisons, not per learner
     lines = [
         f"{mode}: {rows} of {args.count} submissions graded{' (--quick)' if args.quick else ''} in {seconds:.0f} s wall: "
         f"{seconds / n:.1f} s per submission on {cpus} CPUs, {args.jobs or cpus} at once",
@@ -218,7 +234,8 @@ def grade_class(subs: Path, tmp: Path, args, extra: list) -> tuple[str, int]:
         f"RUSAGE_CHILDREN of grade.py {waited:.0f} s",
         f"  on an idle machine with {cpus} CPUs, {at_once} at once, the wall time is at least the CPU time / {at_once}: "
         f"{total_cpu / at_once:.0f} s ({total_cpu / at_once / n:.1f} s per submission; "
-        f"{total_cpu / at_once / n * 30 / 60:.1f} min for a class of 30)",
+        f"{total_cpu / at_once / n * 30 / 60:.1f} min for a class of 30); learners handed out in name order to "
+        f"{at_once} workers, each taking its CPU time, and {serial:.0f} s of grade.py alone: {idle_estimate(graded, at_once, serial):.0f} s",
     ] + cost_table(graded) + (per_learner(graded) if args.per_learner else [])
     return "\n".join(lines), proc.returncode
 
