@@ -161,10 +161,10 @@ def cost_table(graded: list) -> list:
             if c.get("cpu_seconds") is not None:
                 k["cpu"] += c["cpu_seconds"]
                 k["counted"] += 1
-    lines = [f"  {'learner command':32} {'runs':>5} {'CPU s':>8} {'CPU/run':>8} {'wall/run':>9}"]
+    lines = [f"  {'learner command':36} {'runs':>5} {'CPU s':>8} {'CPU/run':>8} {'wall/run':>9}"]
     for name, k in sorted(kinds.items(), key=lambda kv: -kv[1]["cpu"]):
         per = f"{k['cpu'] / k['counted']:.2f}" if k["counted"] else "n/a"
-        lines.append(f"  {name[:32]:32} {k['runs']:>5} {k['cpu']:>8.1f} {per:>8} {k['wall'] / k['runs']:>9.1f}")
+        lines.append(f"  {name[:36]:36} {k['runs']:>5} {k['cpu']:>8.1f} {per:>8} {k['wall'] / k['runs']:>9.1f}")
     return lines
 
 
@@ -221,7 +221,8 @@ def grade_class(subs: Path, tmp: Path, args, extra: list) -> tuple[str, int]:
     at_once = min(args.jobs or cpus, cpus)
     total_cpu = learners_cpu + (grader_cpu if grader_cpu is not None else waited)
     args._last_out = out
-    serial = max(0.0, (grader_cpu or 0) - threads_cpu)   # start-up and the class-wide comparisons, not per learner
+    # start-up, the threads reading the commands' output, the class-wide comparisons: counted as if serial
+    serial = max(0.0, (grader_cpu or 0) - threads_cpu)
     lines = [
         f"{mode}: {rows} of {args.count} submissions graded{' (--quick)' if args.quick else ''} in {seconds:.0f} s wall: "
         f"{seconds / n:.1f} s per submission on {cpus} CPUs, {args.jobs or cpus} at once",
@@ -235,7 +236,7 @@ def grade_class(subs: Path, tmp: Path, args, extra: list) -> tuple[str, int]:
         f"  on an idle machine with {cpus} CPUs, {at_once} at once, the wall time is at least the CPU time / {at_once}: "
         f"{total_cpu / at_once:.0f} s ({total_cpu / at_once / n:.1f} s per submission; "
         f"{total_cpu / at_once / n * 30 / 60:.1f} min for a class of 30); learners handed out in name order to "
-        f"{at_once} workers, each taking its CPU time, and {serial:.0f} s of grade.py alone: {idle_estimate(graded, at_once, serial):.0f} s",
+        f"{at_once} workers, each taking its CPU time, then grade.py's other {serial:.0f} s: {idle_estimate(graded, at_once, serial):.0f} s",
     ] + cost_table(graded) + (per_learner(graded) if args.per_learner else [])
     return "\n".join(lines), proc.returncode
 
