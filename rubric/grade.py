@@ -141,6 +141,16 @@ def finalize(args) -> int:
     return 2 if errors else 0
 
 
+def own_cpu() -> float | None:
+    """CPU seconds of this process so far, all threads (learner commands run in children: not in it)."""
+    try:
+        import resource
+    except ImportError:   # Windows
+        return None
+    usage = resource.getrusage(resource.RUSAGE_SELF)
+    return round(usage.ru_utime + usage.ru_stime, 1)
+
+
 def _stop(*_):
     """SIGTERM: every learner command ends now (not when its thread next looks), then exit."""
     runner.end_all()
@@ -205,7 +215,8 @@ def main(argv=None) -> int:
               file=sys.stderr)
     pairs = shared + pairs
     out.mkdir(parents=True, exist_ok=True)
-    (out / "class.json").write_text(json.dumps({"similar_pairs": pairs}, indent=1), encoding="utf-8")
+    (out / "class.json").write_text(json.dumps({"similar_pairs": pairs, "grader_cpu_seconds": own_cpu()}, indent=1),
+                                    encoding="utf-8")
     write_class_page(graded, page, out, pairs)
     if args.csv:
         decisions.write_csv(graded, args.csv)

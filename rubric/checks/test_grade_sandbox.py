@@ -245,6 +245,33 @@ def test_a_child_holding_the_output_from_a_new_session_cannot_hold_the_grader(tm
     assert time.monotonic() - started < 15 and "parent done" in ran.stdout, ran
 
 
+@POSIX_ONLY
+def test_each_learner_command_is_counted_in_its_own_grading_thread_only(tmp_path):
+    """What bench_grade.py reports: every command a grading thread finishes, named, with its CPU;
+    another thread's commands (another learner, graded at once) are not in its list."""
+    busy = tmp_path / "busy.py"
+    busy.write_text("import time\nend = time.process_time() + 0.3\nwhile time.process_time() < end:\n    pass\n")
+    env = runner.child_env(tmp_path)
+    others: list = []
+
+    def other_learner():
+        with runner.counting() as costs:
+            runner.run(["-c", "pass"], cwd=tmp_path, env=env, timeout=30)
+        others.extend(costs)
+
+    with runner.counting() as costs:
+        thread = threading.Thread(target=other_learner)
+        thread.start()
+        with runner.counting("pytest"):
+            runner.run([busy], cwd=tmp_path, env=env, timeout=30)
+        runner.run(["-c", "pass", "extra"], cwd=tmp_path, env=env, timeout=30)
+        thread.join()
+    runner.run(["-c", "pass"], cwd=tmp_path, env=env, timeout=30)   # outside any count: listed nowhere
+    assert [c["command"] for c in costs] == ["pytest", "-c pass extra"] and len(others) == 1, (costs, others)
+    if costs[0]["cpu_seconds"] is not None:   # a cgroup counted it (None where none could be made)
+        assert costs[0]["cpu_seconds"] >= 0.25 and costs[1]["cpu_seconds"] < costs[0]["cpu_seconds"], costs
+
+
 @needs_bwrap
 def test_bombs_are_stopped_by_the_limits_and_leave_nothing_behind(tmp_path):
     """Fork, memory and disk bombs in one learner function: graded, in bounded time, nothing left."""

@@ -64,8 +64,19 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
 
     sandbox: auto | bubblewrap | docker | podman | none. Raises NoSandbox when the one asked for
     cannot run here (none never needs one: the instructor asked for it)."""
-    started = time.monotonic()
+    started, cpu_started = time.monotonic(), time.thread_time()   # one learner is graded in one thread
     tmp = Path(tempfile.mkdtemp(prefix="lab-"))   # no "grade" in any path learner code sees
+    with runner.counting() as costs:
+        result = _grade(submission, tmp, stretch, memory_mb, test_seconds, after_seconds, keep, quick, as_submitted,
+                        sandbox)
+    cpu = [c["cpu_seconds"] for c in costs if c["cpu_seconds"] is not None]
+    result.update(seconds=round(time.monotonic() - started, 1), learner_commands=costs,
+                  learner_cpu_seconds=round(sum(cpu), 1) if cpu else None,
+                  grader_cpu_seconds=round(time.thread_time() - cpu_started, 2))
+    return result
+
+
+def _grade(submission, tmp, stretch, memory_mb, test_seconds, after_seconds, keep, quick, as_submitted, sandbox):
     try:
         notes = workspace.copy_submission(submission, tmp / "submission")
         root = workspace.find_lab_root(tmp / "submission")
@@ -77,12 +88,14 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
         box.share(readable=[lab])
         # The battery first: it imports the learner's modules within seconds. An import that stalls
         # there (or in the tests) ends this learner's budget: the rest is skipped, not observed.
-        battery = battery_mod.run_battery(lab, home, memory_mb, box=box, base=battery_tree)
+        with runner.counting("battery"):
+            battery = battery_mod.run_battery(lab, home, memory_mb, box=box, base=battery_tree)
         stalled = battery.cause == "learner" and battery.error and "did not finish importing" in battery.error
         if stalled:
             board = board_mod.skipped_board(lab, stretch, quick, f"skipped: {battery.not_observed[0]}")
         else:
-            board = board_mod.run_board(lab, home, stretch, memory_mb, (test_seconds, after_seconds), quick, box=box)
+            with runner.counting("pytest"):
+                board = board_mod.run_board(lab, home, stretch, memory_mb, (test_seconds, after_seconds), quick, box=box)
             if board.ran.timed_out and not board.tests:
                 stalled = True
         hung = [t.name for t in board.tests if t.outcome == "timeout" and t.milestone in ("M4", "M5", "M6")]
@@ -125,7 +138,6 @@ def grade(submission: Path, *, stretch: bool = True, memory_mb: int = runner.DEF
             print(f"grade: kept the work folder {tmp}", flush=True)
         else:
             workspace.remove_tree(tmp)
-    result["seconds"] = round(time.monotonic() - started, 1)
     return result
 
 
@@ -183,11 +195,8 @@ def assemble(submission: Path, ev: dict, stretch: bool, notes) -> dict:
             (ev["defences"].command, ev["defences"].ran.describe()),
             (ev["simulated"].command, ev["simulated"].ran.describe()),
             (ev["evaluation"].command, ev["evaluation"].ran.describe())]
-    ran = [b.ran, ev["battery"].ran, ev["defences"].ran, ev["simulated"].ran, ev["evaluation"].ran]
-    cpu = [r.cpu_seconds for r in ran if r is not None and getattr(r, "cpu_seconds", None) is not None]
     return {
         "sandbox": ev.get("sandbox", "none"), "limits": ev.get("limits", ""), "unreadable": ev.get("unreadable", []),
-        "learner_cpu_seconds": round(sum(cpu), 1) if cpu else None,
         "learner": name_text(submission.resolve().name), "submission": name_text(submission), "lab": lab_version(),
         "criteria": out, "total": sum(c["points"] for c in out), "max_total": sum(c["weight"] for c in out),
         "integrity": integ, "runs": runs, "copy_notes": notes.skipped,

@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import copy
 import difflib
+import functools
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -215,6 +216,14 @@ def _outside_learner_functions(tree, module: str) -> dict:
     return out
 
 
+@functools.lru_cache(maxsize=8)
+def _shipped(module: str) -> tuple:
+    """_outside_learner_functions of every shipped version of ``module``: the same for every learner,
+    so parsed once per grader process (read only by _changed_names)."""
+    return tuple(_outside_learner_functions(ast.parse(t), module) for t in history.versions(f"code/{module}")
+                 if _parses(t))
+
+
 def _statement(node) -> str:
     try:
         return " ".join(ast.unparse(node).split())[:80]
@@ -258,9 +267,7 @@ def integrity(sub: Path) -> dict:
         entry["error"] = error
         if tree is None:
             continue
-        shipped = [_outside_learner_functions(ast.parse(t), module) for t in history.versions(f"code/{module}")
-                   if _parses(t)]
-        entry["changed"], entry["added"] = _changed_names(_outside_learner_functions(tree, module), shipped)
+        entry["changed"], entry["added"] = _changed_names(_outside_learner_functions(tree, module), _shipped(module))
         ref_tree, _, _ = parse(reference / module)
         for name in _learner_names(module):
             fn, ref = function(tree, name), function(ref_tree, name) if ref_tree else None

@@ -9,6 +9,7 @@ bounded: a child that keeps a descriptor open cannot hold the grader. Windows: t
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
@@ -162,6 +163,32 @@ def _tasks(pid: str) -> int:
 
 
 _LIVE: set = set()            # every Child not yet ended, for end_all
+_COSTS = threading.local()    # per grading thread: what each learner command cost
+
+
+@contextlib.contextmanager
+def counting(step: str = ""):
+    """Every learner command this thread finishes inside is listed in the yielded list as {"command",
+    "seconds", "cpu_seconds"} (CPU as its cgroup counted it, None where none was made), named
+    ``step`` by an inner ``counting(step)``; a result reused from an earlier run is not listed."""
+    outer = getattr(_COSTS, "costs", None), getattr(_COSTS, "step", "")
+    if step:
+        _COSTS.step = step
+    else:
+        _COSTS.costs = []
+    try:
+        yield getattr(_COSTS, "costs", None)
+    finally:
+        _COSTS.costs, _COSTS.step = outer
+
+
+def _count(command: list, seconds: float, cpu: float | None) -> None:
+    costs = getattr(_COSTS, "costs", None)
+    if costs is not None:
+        name = getattr(_COSTS, "step", "") or " ".join(str(a) for a in command[2:5] if os.sep not in str(a))
+        costs.append({"command": name, "seconds": round(seconds, 2), "cpu_seconds": None if cpu is None else round(cpu, 2)})
+
+
 _STOPPING = threading.Event()
 
 
@@ -284,6 +311,7 @@ class Child:
         self._out.cleanup()
         if self.proc is None:
             return Ran(self.command, 127, "", self.error, 0.0, limits=self.limits)
+        _count(self.command, seconds, cpu)
         if oom:
             err += f"\n[grader] the memory ceiling ({self.memory_mb} MB) killed {oom} process(es)"
         return Ran(self.command, None if self.timed_out else self.proc.returncode, out, err, seconds,
