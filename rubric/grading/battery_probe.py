@@ -357,7 +357,9 @@ def main(code_dir: str) -> int:
     return 0
 
 
-ANSWER_KEYS = {"returned", "type", "raised", "message", "hung", "calls", "seen", "transcript"}
+# "trace": which learner function let an exception out (battery.judge_loop blames dispatch_tool for a
+# tool error it did not catch, not the loop)
+ANSWER_KEYS = {"returned", "type", "raised", "message", "hung", "calls", "seen", "transcript", "trace"}
 
 
 def answer_here(modules: dict, question: dict) -> dict:
