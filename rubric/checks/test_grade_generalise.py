@@ -26,6 +26,7 @@ if str(RUBRIC) not in sys.path:
     sys.path.append(str(RUBRIC))
 
 from grading import battery, copying, criteria, learner_code, peers, runner, sandbox, synthetic, workspace  # noqa: E402
+from grading.attacks import EDGE_INPUTS  # noqa: E402
 from grading.workspace import LAB_ROOT  # noqa: E402
 
 BWRAP_WHY = sandbox.choose("bubblewrap")[1]
@@ -347,7 +348,10 @@ def test_wrong_solutions_the_tests_let_through_are_seen_by_a_probe(tmp_path, fun
     seen = {p["probe"]: p for p in b.parsing + b.looping}
     assert seen[probe]["result"] != "correct" and says in seen[probe]["detail"], seen[probe]
     suggestion = criteria._loop(criteria.load_rubric()[2], _ev(sub, b))
-    assert suggestion.level in ("Developing", "Missing"), (suggestion.level, suggestion.reasons)
+    # an input the level table does not name (a reply whose content is None) failing alone is shown
+    # to the instructor at Proficient (READ); every other probe decides Developing or Missing
+    want = (("Proficient", "READ"),) if probe in EDGE_INPUTS else (("Developing", None), ("Missing", None))
+    assert (suggestion.level, suggestion.mark) in want, (suggestion.level, suggestion.reasons)
     assert any(probe in r for r in suggestion.reasons), suggestion.reasons
 
 
@@ -759,6 +763,9 @@ def test_failing_only_an_input_the_level_table_does_not_name_is_proficient_to_re
     ("(a) Removing the max_steps cap could result in unbounded execution and increased costs. (c) Removing the "
      "results would prevent the model from learning, leading to repetitive behavior", False),
     ("(a) loops forever (c) the model repeats the same call forever, until the cap", False),
+    ("max_steps ends the run of a model that never answers", True),
+    ("(a) No cap: a confused model loops forever", True),
+    ("the model emits a tool call and the loop runs it, up to max_steps times", False),
 ])
 def test_c2_exemplary_needs_the_cap_explained_as_the_models_decision(cap, exemplary):
     # rubric C2 Exemplary: "the learner explains all three unprompted"; its diagnostic answer on the

@@ -412,8 +412,9 @@ def _loop(c, ev):
 # The rubric's diagnostic answer on the cap: continuing is the model's decision, max_steps bounds it.
 # A clause that names the model as what keeps the loop going (or whose decision stopping is), beside
 # a word about the cap or the loop; "no cap -> endless loop" names neither.
-MODEL_GOES_ON = re.compile(r"\bmodels?\b[^.;]{0,80}?\b(never stops?|does(?:n't| not) stop|won't stop|keeps?|kept|"
-                           r"forever|decid\w*|decision|loops?|always call\w*|continu\w*|burns?|runs? away)\b"
+MODEL_GOES_ON = re.compile(r"\bmodels?\b[^.;]{0,80}?\b(never (?:stops?|answers?|finish\w*)|does(?:n't| not) "
+                           r"(?:stop|answer)|won't stop|keeps?|kept|forever|decid\w*|decision|always (?:call|ask)\w*|"
+                           r"(?:asks?|calls?) again|stuck|continu\w*|burns?|runs? away)\b|\bmodels?\s+(?:\w+\s+)?loops?\b"
                            r"|\b(stop|stops|stopping|continu\w*)\b[^.;]{0,40}\b(when|until|belongs to|is up to|up to|"
                            r"decided by|decision of)\b[^.;]{0,20}\bmodel", re.I)
 CAP_WORDS = re.compile(r"max_steps|\bcap\b|\bcapped\b|budget|\blimit|\bbound|forever|never stops?|runaway|\bloop|"
