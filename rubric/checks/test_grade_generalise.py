@@ -774,6 +774,7 @@ def test_c2_exemplary_needs_the_cap_explained_as_the_models_decision(cap, exempl
                         answers=CAP_AS_DECISION[:2] + [("5", cap)])
     s = criteria._loop(rubric[2], ev)
     assert s.level == ("Exemplary" if exemplary else "Proficient"), s.reasons
+    assert s.mark == "READ", s   # prose decides between the two: the instructor confirms by reading
 
 
 def _c3_ev(q5: str, evidence: str):

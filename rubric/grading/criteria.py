@@ -406,6 +406,11 @@ def _loop(c, ev):
     if len(explained) < 3:
         reasons.append("Exemplary also needs the learner's own explanation: UNDERSTANDING.md 3-5 are not all specific "
                        f"to their code (specific: {', '.join(explained) or 'none'})")
+    if len(explained) == 3 and not cap and _answered(battery.looping):
+        # specific answers whose cap sentence says only "endless loop": reading decides E or P
+        return _s("Proficient", reasons + ["to decide: do the quoted answers explain the cap unprompted (the model "
+                                           "decides whether to go on; max_steps bounds it)? Exemplary if they do"]
+                  + _signal_notes(ev, 2), "C2.cap_unexplained", "medium", "READ", quotes)
     return _s("Proficient", reasons + _signal_notes(ev, 2), "C2.tests_pass", "high")
 
 
