@@ -26,6 +26,7 @@ if str(RUBRIC) not in sys.path:
     sys.path.append(str(RUBRIC))
 
 from grading import battery, copying, criteria, learner_code, peers, runner, sandbox, synthetic, workspace  # noqa: E402
+from grading.attacks import EDGE_INPUTS  # noqa: E402
 from grading.workspace import LAB_ROOT  # noqa: E402
 
 BWRAP_WHY = sandbox.choose("bubblewrap")[1]
@@ -353,8 +354,10 @@ def test_honest_idioms_pass_every_probe_and_keep_their_level(tmp_path, name):
     # the same code explained in the learner's own terms: Exemplary, whatever the idiom
     ev["prose"] = {"answers": {k: {"specific": ["agent_loop.py:120"], "engages": True} for k in ("3", "4", "5")}}
     ev["understanding"] = {"answers": [{"key": "5", "answered": True, "excerpt": "...", "after_text": "",
-                                        "text": "containment is my realpath check; .env is a separate visibility rule"}]}
-    ev["failure"] = {"breaks": {"escape": {"complete": True, "excerpts": {"Hypothesis": "it leaks"}}}}
+                                        "text": "(a) without the cap a model that keeps calling tools is called forever; "
+                                                "(b) containment is my realpath check; .env is a separate visibility rule"}]}
+    ev["failure"] = {"breaks": {"escape": {"complete": True, "excerpts": {"Hypothesis": "it leaks"},
+                                           "prose": {"Evidence": "3 of 5 probes leaked; .env was refused"}}}}
     assert criteria._loop(rubric[2], ev).level == "Exemplary", criteria._loop(rubric[2], ev).reasons
     assert criteria._sandbox(rubric[3], ev).level == "Exemplary", criteria._sandbox(rubric[3], ev).reasons
 
@@ -366,7 +369,10 @@ def test_wrong_solutions_the_tests_let_through_are_seen_by_a_probe(tmp_path, fun
     seen = {p["probe"]: p for p in b.parsing + b.looping}
     assert seen[probe]["result"] != "correct" and says in seen[probe]["detail"], seen[probe]
     suggestion = criteria._loop(criteria.load_rubric()[2], _ev(sub, b))
-    assert suggestion.level in ("Developing", "Missing"), (suggestion.level, suggestion.reasons)
+    # an input the level table does not name (a reply whose content is None) failing alone is shown
+    # to the instructor at Proficient (READ); every other probe decides Developing or Missing
+    want = (("Proficient", "READ"),) if probe in EDGE_INPUTS else (("Developing", None), ("Missing", None))
+    assert (suggestion.level, suggestion.mark) in want, (suggestion.level, suggestion.reasons)
     assert any(probe in r for r in suggestion.reasons), suggestion.reasons
 
 
@@ -711,3 +717,177 @@ def test_a_failure_only_on_a_test_added_after_the_learners_clone_is_read_not_dec
     assert (s.level, s.mark) == ("Developing", None), s
     s = criteria._implementation(c1, _c1_ev([("M2", "test_added_later")], None))
     assert (s.level, s.mark) == ("Developing", None), s
+
+
+# --------------------------------------------------------------------------- what decides a level, in the rubric's words
+
+def _c2_ev(states: dict, parsing=(), looping=(), answers=()):
+    """A board with the given milestone states (every listed test of a passing milestone passed) and
+    probes with the given (probe, result) pairs; ``answers``: (key, text) of UNDERSTANDING.md."""
+    from grading.board import Board, Test
+    rubric = criteria.load_rubric()
+    tests = []
+    for name in rubric[2].tests + rubric[3].tests + [f"code/tests/test_m{i}_x.py::test_ok" for i in (1, 2, 3, 4)]:
+        m = "M" + name.split("test_m", 1)[1][0]
+        state = states.get(m, "passing")
+        tests.append(Test(name, m, "passed" if state == "passing" else "failed", "",
+                          not_done=state == "not started"))
+    b = battery.Battery(parsing=[{"probe": p, "result": r, "detail": "x" if r == "correct" else f"{p}: boom"}
+                                 for p, r in parsing],
+                        looping=[{"probe": p, "result": r, "detail": "x" if r == "correct" else f"{p}: boom"}
+                                 for p, r in looping])
+    ev = {"board": Board(tests=tests), "battery": b, "signals": [], "contradicted": [],
+          "prose": {"answers": {k: {"specific": ["max_steps"], "engages": True} for k, _ in answers}},
+          "understanding": {"answers": [{"key": k, "answered": True, "text": t, "after_text": "", "excerpt": t}
+                                        for k, t in answers]},
+          "failure": {}, "integrity": learner_code.empty_integrity()}
+    return rubric, ev
+
+
+def test_a_learner_without_a_loop_yet_is_developing_on_c2_and_missing_only_without_json_loads():
+    # rubric C2: Missing is "an uncapped loop, no json.loads, or results without the assistant turn";
+    # a run_agent not yet written is none of these, and its listed tests fail: Developing
+    rubric, ev = _c2_ev({"M4": "not started"}, parsing=[("an object", "correct")])
+    s = criteria._loop(rubric[2], ev)
+    assert (s.level, s.rule) == ("Developing", "C2.no_loop_yet"), s.reasons
+    rubric, ev = _c2_ev({"M2": "not started", "M4": "not started"})
+    assert criteria._loop(rubric[2], ev).level == "Missing"
+    rubric, ev = _c2_ev({"M2": "not started"})
+    assert criteria._loop(rubric[2], ev).level == "Missing"
+
+
+CAP_AS_DECISION = [("3", "parse_tool_calls runs json.loads on the arguments string, because the tools need a dict"),
+                   ("4", "the provider matches each tool_call_id to the assistant turn before it, or answers 400"),
+                   ("5", "(a) without max_steps a model that keeps calling tools is called forever. (c) no results: "
+                         "the model repeats itself until the cap")]
+
+
+@pytest.mark.parametrize("probe", ["JSON nested 100,000 deep", "a number of 5,000 digits", "an empty reply with content None"])
+def test_failing_only_an_input_the_level_table_does_not_name_is_proficient_to_read(probe):
+    # both outside instructors kept C2 at Proficient for a loop or parse that fails only on such an
+    # input (a reply whose content is None, JSON nested 100,000 deep): the evidence does not decide
+    kind = "looping" if "reply" in probe else "parsing"
+    rubric, ev = _c2_ev({}, **{kind: [(probe, "crashed"), ("an object" if kind == "parsing" else "answers at once",
+                                                           "correct")]}, answers=CAP_AS_DECISION)
+    s = criteria._loop(rubric[2], ev)
+    assert (s.level, s.mark, s.rule) == ("Proficient", "READ", "C2.edge_inputs"), s.reasons
+    assert any(probe in r for r in s.reasons)
+    # the same with a probe of what the level table names (non-object JSON marked) failing: Developing
+    rubric, ev = _c2_ev({}, parsing=[(probe, "crashed"), ("JSON that is true", "wrong")], looping=[("answers at once", "correct")])
+    assert criteria._loop(rubric[2], ev).level == "Developing"
+
+
+@pytest.mark.parametrize("cap,exemplary", [
+    (CAP_AS_DECISION[2][1], True),
+    ("(a) Without the cap, the loop only stops when the model stops, so it burns tokens", True),
+    ("(a) no cap -> endless loop and cost; (c) no results -> the model repeats", False),
+    ("(a) Removing the max_steps cap could result in unbounded execution and increased costs. (c) Removing the "
+     "results would prevent the model from learning, leading to repetitive behavior", False),
+    ("(a) loops forever (c) the model repeats the same call forever, until the cap", False),
+    ("max_steps ends the run of a model that never answers", True),
+    ("(a) No cap: a confused model loops forever", True),
+    ("the model emits a tool call and the loop runs it, up to max_steps times", False),
+])
+def test_c2_exemplary_needs_the_cap_explained_as_the_models_decision(cap, exemplary):
+    # rubric C2 Exemplary: "the learner explains all three unprompted"; its diagnostic answer on the
+    # cap: continuing is the model's decision, max_steps puts a ceiling on it
+    rubric, ev = _c2_ev({}, parsing=[("an object", "correct")], looping=[("answers at once", "correct")],
+                        answers=CAP_AS_DECISION[:2] + [("5", cap)])
+    s = criteria._loop(rubric[2], ev)
+    assert s.level == ("Exemplary" if exemplary else "Proficient"), s.reasons
+    assert s.mark == "READ", s   # prose decides between the two: the instructor confirms by reading
+
+
+def _c3_ev(q5: str, evidence: str):
+    rubric, ev = _c2_ev({}, answers=[("5", q5)])
+    ev["battery"] = battery.Battery(probes=[{"class": "sub-folder climbs", "kind": "resolve", "probe": "a", "result": "refused",
+                                             "detail": ""},
+                                            {"class": "legal", "kind": "resolve", "probe": "b", "result": "inside", "detail": ""}])
+    title = "escape: the path sandbox (safe_resolve's containment check) removed"
+    ev["failure"] = {"breaks": {"escape": {"complete": True, "excerpts": {"Hypothesis": "h"}, "pasted": {"scenario": title},
+                                           "prose": {"Evidence": f"{title} {evidence}"}}}}
+    return rubric, ev
+
+
+@pytest.mark.parametrize("q5,evidence,exemplary", [
+    (".env is inside the root, so containment accepts it; the visibility rules hide it", "3 of 5 probes leaked", True),
+    ("it is important to distinguish between containment and visibility, as both play complementary roles",
+     "3 of 5 probes leaked", False),
+    (".env is inside the root, so containment accepts it; the visibility rules hide it", "", False),
+    (".env is inside the root, so containment accepts it; the visibility rules hide it",
+     "These results underscore the importance of a robust sandbox.", False),
+])
+def test_c3_exemplary_needs_env_named_and_the_escape_block_read(q5, evidence, exemplary):
+    # rubric C3 Exemplary: "explains why `.env` needs the separate visibility rule", and the escape
+    # write-up agrees with its block: a write-up that says nothing of its block has nothing to agree
+    rubric, ev = _c3_ev(q5, evidence)
+    assert ev["battery"].held() and not ev["battery"].broken(), ev["battery"].classes()
+    s = criteria._sandbox(rubric[3], ev)
+    assert s.level == ("Exemplary" if exemplary else "Proficient"), s.reasons
+
+
+@pytest.mark.parametrize("edited,held", [
+    ("code/tests/test_m1_sandbox.py", {1, 3}),
+    ("code/tests/test_m2_parse.py", {1, 2}),
+    ("code/tests/test_m4_loop.py", {1, 2, 3}),   # test_tool_errors_are_observations is C3's evidence too
+    ("code/tests/test_m6_breaks.py", {1}),
+    ("code/harness/strict_provider.py", {1, 2, 3}),
+    ("code/tests/conftest.py", {1, 2, 3}),
+])
+def test_an_edited_test_file_holds_the_criteria_its_tests_decide(edited, held):
+    # class3's key holds a learner who skipped the symlink tests of test_m1_sandbox.py on C1 and C3,
+    # and grades the loop: a test file says nothing about a criterion none of its tests decide
+    rubric, ev = _c2_ev({})
+    ev["integrity"]["guarded_edited"] = [edited]
+    ev["integrity"]["functions"] = {"tools.safe_resolve": {"stub": False}}
+    got = {n for n in (1, 2, 3) if criteria._hold(n, ev, rubric)}
+    assert got == held, got
+
+
+def test_a_crash_deep_inside_a_provided_tool_is_blamed_on_dispatch_tool():
+    # a tool error that dispatch_tool lets out passes through the provided tool's own helpers: the
+    # probe's trace must still show dispatch_tool, so C3 (not the loop) answers for it
+    from grading import battery_probe
+
+    def nest(depth):
+        if depth == 0:
+            raise ValueError("no such file")
+        return nest(depth - 1)
+
+    def dispatch_tool():
+        return nest(10)
+
+    def run_agent():
+        return dispatch_tool()
+
+    try:
+        run_agent()
+    except ValueError as exc:
+        trace = battery_probe._trace(exc)
+    result, detail = battery.judge_loop({"raised": "ToolError", "message": "no such file", "trace": trace},
+                                        [{"answer": "a"}], 3)
+    assert result == "crashed" and "raised inside dispatch_tool" in detail, (trace, detail)
+
+
+LEAKY_DISPATCH = '''
+if name not in TOOL_FUNCTIONS:
+    return f"Error: unknown tool {name!r}; the tools are {sorted(TOOL_FUNCTIONS)}"
+if not isinstance(args, dict):
+    return "Error: arguments must be a JSON object"
+try:
+    return TOOL_FUNCTIONS[name](repo_root, **args)
+except ValueError as exc:
+    return "Error: " + str(exc)
+'''
+
+
+@needs_bwrap
+def test_a_tool_error_dispatch_tool_lets_out_is_dispatchs_defect_in_the_sandbox_too(tmp_path):
+    # the probe's answer crosses a process boundary: the trace that names dispatch_tool must survive it,
+    # or a correct loop is marked down on C2 for its dispatch_tool's defect (C3's)
+    sub, b = _battery(tmp_path, {"dispatch_tool": LEAKY_DISPATCH})
+    seen = {p["probe"]: p for p in b.looping}
+    after_error = seen["more tool calls after a tool error"]
+    assert after_error["result"] == "crashed" and "raised inside dispatch_tool" in after_error["detail"], after_error
+    c2 = criteria._loop(criteria.load_rubric()[2], _ev(sub, b))
+    assert not any("more tool calls after a tool error" in r for r in c2.reasons), c2.reasons

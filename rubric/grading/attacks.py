@@ -160,6 +160,12 @@ def _walk_names(node):
                     yield v
 
 
+# Probes of inputs the rubric's level table for criterion 2 does not name (sizes past any real reply,
+# a reply whose content is None): failing only these, with the cap, the parsing of real JSON and the
+# order right, is a defect for the instructor to weigh, not the level's own evidence.
+EDGE_INPUTS = frozenset({"JSON nested 100,000 deep", "a number of 5,000 digits", "an empty reply with content None"})
+
+
 def parse_probes():
     """(description, calls or None): ids, names and arguments drawn per run."""
     def call(arguments: str):

@@ -134,12 +134,13 @@ def _view(call) -> list:
 
 
 def _trace(exc) -> list:
-    """The names of the functions the exception came through, innermost last (which function raised)."""
+    """The names of the functions the exception came through, outermost first (which learner function
+    let it out): all of the first 40, since a provided tool's own frames can bury dispatch_tool."""
     names, tb = [], exc.__traceback__
     while tb is not None and len(names) < 40:
         names.append(str(tb.tb_frame.f_code.co_name)[:60])
         tb = tb.tb_next
-    return names[-8:]
+    return names
 
 
 def _safe_str(exc) -> bool:
@@ -356,7 +357,9 @@ def main(code_dir: str) -> int:
     return 0
 
 
-ANSWER_KEYS = {"returned", "type", "raised", "message", "hung", "calls", "seen", "transcript"}
+# "trace": which learner function let an exception out (battery.judge_loop blames dispatch_tool for a
+# tool error it did not catch, not the loop)
+ANSWER_KEYS = {"returned", "type", "raised", "message", "hung", "calls", "seen", "transcript", "trace"}
 
 
 def answer_here(modules: dict, question: dict) -> dict:

@@ -11,6 +11,7 @@ import re
 from dataclasses import dataclass, field
 
 from grading.workspace import LAB_ROOT
+from grading.attacks import EDGE_INPUTS
 from grading.findings import own_block
 
 LEVELS = ("Exemplary", "Proficient", "Developing", "Missing")
@@ -92,7 +93,7 @@ def suggest(rubric: dict, ev: dict) -> dict:
     rules = {1: _implementation, 2: _loop, 3: _sandbox, 4: _understanding, 5: _failure, 6: _evaluation, 7: _starcall}
     out = {}
     for number, rule in rules.items():
-        s = _hold(number, ev) or _observed(number, rubric[number], ev, rule(rubric[number], ev))
+        s = _hold(number, ev, rubric) or _observed(number, rubric[number], ev, rule(rubric[number], ev))
         s.points = 0 if s.mark == "HOLD" else rubric[number].points[s.level]
         out[number] = s
     return out
@@ -107,7 +108,17 @@ FUNCTION_CRITERION = {"tools.safe_resolve": 3, "tools.dispatch_tool": 3, "agent_
                       "agent_loop.run_agent": 2}
 
 
-def _hold(number, ev):
+def edited_scope(rel: str, rubric: dict) -> set:
+    """The code criteria an edited or added guarded file can change: a guiding test file holds
+    criterion 1 (the whole board) and each criterion whose Evidence names a test in it; anything
+    else (the harness, a conftest, pytest.ini, the fixture) can change every test, so all three."""
+    name = rel.rsplit("/", 1)[-1]
+    if not (rel.startswith("code/tests/") and re.fullmatch(r"test_\w+\.py", name)):
+        return {1, 2, 3}
+    return {1} | {n for n in (2, 3) if n in rubric and any(t.split("::")[0] == rel for t in rubric[n].tests)}
+
+
+def _hold(number, ev, rubric=None):
     """HOLD, never a level, on the code criteria when what the tests saw may not be the learner's work."""
     if number not in (1, 2, 3):
         return None
@@ -115,7 +126,10 @@ def _hold(number, ev):
     why = []
     if all(i.get("stub") for q, i in integ.get("functions", {}).items() if q in FUNCTION_CRITERION):
         return None   # nothing of theirs ran: the stubs' Missing says more than a hold
-    edited = integ.get("guarded_edited", []) + integ.get("guarded_added", [])
+    rubric = rubric or load_rubric()
+    # a skipped sandbox test says nothing about the loop: each edit holds the criteria it can change
+    edited = [rel for rel in integ.get("guarded_edited", []) + integ.get("guarded_added", [])
+              if number in edited_scope(rel, rubric)]
     if edited:
         why.append(("HOLD.edited_tests", f"tests or harness edited: {', '.join(edited[:4])}"))
     copied = ev.get("reference_copy") or {}
@@ -322,9 +336,19 @@ def _loop(c, ev):
     in the grader. A text signal decides only one thing: run_agent that never reads max_steps is
     Missing when its loop could not be observed."""
     board, battery = ev["board"], ev["battery"]
-    if "not started" in (board.state("M2"), board.state("M4")):
-        return _s("Missing", [f"{m} not started" for m in ("M2", "M4") if board.state(m) == "not started"], "C2.not_started")
+    if board.state("M2") == "not started":   # the Missing row's "no json.loads"
+        return _s("Missing", [f"{m} not started" for m in ("M2", "M4") if board.state(m) == "not started"]
+                  + ["no json.loads: parse_tool_calls is not written"], "C2.not_started")
     tests, bad = _outcomes(board, c.tests)
+    if board.state("M4") == "not started":
+        # no loop yet: nothing the Missing row names (an uncapped loop, results without their turn)
+        # exists, and the listed M4 tests fail: Developing, with the parsing judged as it stands
+        parsed = battery.parse_summary()
+        return _s("Developing", ["M4 not started: run_agent is not written, so the cap and the order cannot be judged",
+                                 f"parse_tool_calls: {parsed['correct']} of {parsed['of']} probed inputs as the contract says"
+                                 if parsed["of"] else "parse_tool_calls was not probed"]
+                  + [f"{p['probe']}: {p['detail'][:160]}" for p in battery.parsing if p["result"] != "correct"][:3],
+                  "C2.no_loop_yet")
     parsed, looped = battery.parse_summary(), battery.loop_summary()
     # a loop probe that crashed inside dispatch_tool is that function's defect (C3), not the loop's
     wrong_loop = [p for p in battery.looping if p["result"] != "correct" and "raised inside dispatch_tool" not in p["detail"]]
@@ -347,6 +371,16 @@ def _loop(c, ev):
         return _s("Missing", ["run_agent never reads max_steps: no bound on model calls anywhere (the loop could not be "
                               "observed running, so this text signal decides)"], "C2.unbounded_unobserved", "medium")
     outside = [why for m, why in _contradicted(ev).items() if m == "M2" or m == "M4" and wrong_loop]
+    edge = [p for p in wrong_loop + wrong_parse if p["probe"] in EDGE_INPUTS and p["result"] in ("wrong", "crashed")]
+    if not bad and seen and len(edge) == len(seen):
+        # only inputs the level table does not name: the evidence does not decide between the rows
+        return _s("Proficient", [f"all {len(tests)} cases of the {len(c.tests)} listed tests pass, and every probe of the "
+                                 "cap, the parsing of real JSON and the order",
+                                 "it fails only on inputs the rubric's level table does not name: "
+                                 + "; ".join(f"{p['probe']}: {p['detail'][:120]}" for p in edge),
+                                 "to decide: Proficient with this as feedback, or Developing if you hold the learner to "
+                                 "the docstring here (a json.loads that raises on a model's input is a red flag)"]
+                  + _signal_notes(ev, 2), "C2.edge_inputs", "low", "READ")
     if bad or seen:
         why = [f"{len(bad)} of the {len(tests)} listed tests fail: {_names(bad)}"] if bad else []
         why += ["observed against the contract in the sandbox, judged by the grader: " + s for s in seen[:4]]
@@ -361,13 +395,48 @@ def _loop(c, ev):
                        "arguments every turn, the answer on the last step, calls after an error included)")
     explained = [k for k in ("3", "4", "5") if _explained(ev, k)]
     quotes = [_answer_quote(ev, k) for k in ("3", "4", "5")]
-    if len(explained) == 3 and _answered(battery.looping):
+    cap = _cap_explained(ev)
+    if len(explained) == 3 and not cap:
+        reasons.append("Exemplary also needs the cap explained: no sentence of UNDERSTANDING.md 3-5 says that the model "
+                       "decides whether the loop goes on (a model that keeps calling tools), which max_steps bounds; "
+                       "'endless loop' or 'unbounded execution' alone does not say it")
+    if len(explained) == 3 and cap and _answered(battery.looping):
         return _s("Exemplary", reasons + ["UNDERSTANDING.md 3, 4 and 5 explain it in the learner's own terms: confirm"]
                   + _signal_notes(ev, 2), "C2.explained", "medium", "READ", quotes)
     if len(explained) < 3:
         reasons.append("Exemplary also needs the learner's own explanation: UNDERSTANDING.md 3-5 are not all specific "
                        f"to their code (specific: {', '.join(explained) or 'none'})")
+    if len(explained) == 3 and not cap and _answered(battery.looping):
+        # specific answers whose cap sentence says only "endless loop": reading decides E or P
+        return _s("Proficient", reasons + ["to decide: do the quoted answers explain the cap unprompted (the model "
+                                           "decides whether to go on; max_steps bounds it)? Exemplary if they do"]
+                  + _signal_notes(ev, 2), "C2.cap_unexplained", "medium", "READ", quotes)
     return _s("Proficient", reasons + _signal_notes(ev, 2), "C2.tests_pass", "high")
+
+
+# The rubric's diagnostic answer on the cap: continuing is the model's decision, max_steps bounds it.
+# A clause that names the model as what keeps the loop going (or whose decision stopping is), beside
+# a word about the cap or the loop; "no cap -> endless loop" names neither.
+MODEL_GOES_ON = re.compile(r"\bmodels?\b[^.;]{0,80}?\b(never (?:stops?|answers?|finish\w*)|does(?:n't| not) "
+                           r"(?:stop|answer)|won't stop|keeps?|kept|forever|decid\w*|decision|always (?:call|ask)\w*|"
+                           r"(?:asks?|calls?) again|stuck|continu\w*|burns?|runs? away)\b|\bmodels?\s+(?:\w+\s+)?loops?\b"
+                           r"|\b(stop|stops|stopping|continu\w*)\b[^.;]{0,40}\b(when|until|belongs to|is up to|up to|"
+                           r"decided by|decision of)\b[^.;]{0,20}\bmodel", re.I)
+CAP_WORDS = re.compile(r"max_steps|\bcap\b|\bcapped\b|budget|\blimit|\bbound|forever|never stops?|runaway|\bloop|"
+                       r"\bstop|ceiling|\bcounted\b", re.I)
+
+AMNESIA = re.compile(r"\brepeat|\bresults?\b|\bsees?\b|\blearns?\b", re.I)   # (c)'s symptom, not the cap's
+
+
+def _cap_explained(ev) -> bool:
+    """UNDERSTANDING.md 3-5 say what the cap prevents in the rubric's terms: the model decides to go on."""
+    for a in ev["understanding"].get("answers", []):
+        if a.get("key") not in ("3", "4", "5") or not a.get("answered", True):
+            continue
+        for clause in re.split(r"[.;!?\n]|\([a-c]\)", f"{a.get('text', '')}\n{a.get('after_text', '')}"):
+            if MODEL_GOES_ON.search(clause) and CAP_WORDS.search(clause) and not AMNESIA.search(clause):
+                return True
+    return False
 
 
 def _answer_quote(ev, key) -> str:
@@ -411,18 +480,38 @@ def _sandbox(c, ev):
     escape = ev["failure"].get("breaks", {}).get("escape", {})
     escape_findings = ev.get("prose", {}).get("breaks", {}).get("escape", {}).get("findings", [])
     q5 = next((a for a in ev["understanding"].get("answers", []) if a["key"] == "5"), {})
-    visibility = _explained(ev, "5") and re.search(r"\.env\b|visib", f"{q5.get('text', '')} {q5.get('after_text', '')}", re.I)
+    q5_text = f"{q5.get('text', '')} {q5.get('after_text', '')}"
+    # why .env needs its own rule: the answer names it (or another secret inside the root), not only the word
+    visibility = _explained(ev, "5") and re.search(r"\.env\b|\.git\b|\bsecrets?\b", q5_text, re.I) \
+        and re.search(r"visib|exclu|containment|inside", q5_text, re.I)
+    read_block = _reads_its_block(escape)
     clean = not broken and not battery.error and battery.held() and classes.get("legal", {}).get("status") == "held"
-    if clean and escape.get("complete") and not escape_findings and visibility:
+    if clean and escape.get("complete") and read_block and not escape_findings and visibility:
         return _s("Exemplary", reasons + ["every attack refused without a crash and every legal path allowed; the escape "
                                           "write-up is complete and agrees with its block; UNDERSTANDING.md 5 separates "
                                           "containment from the .env visibility rule: confirm"], "C3.demonstrated",
                   "medium", "READ", [_answer_quote(ev, "5"), "escape hypothesis: " + escape.get("excerpts", {}).get("Hypothesis", "")])
     missing = [w for w, ok in (("every attack refused cleanly and every legal path allowed", clean),
                                ("the escape write-up complete", escape.get("complete")),
+                               ("the escape Evidence part saying what its block showed (which probes leaked or were "
+                                "refused)", read_block),
                                ("an escape write-up that agrees with its block", not escape_findings),
                                ("UNDERSTANDING.md 5 on containment vs .env visibility", visibility)) if not ok]
     return _s("Proficient", reasons + ["Exemplary also needs " + ", ".join(missing)], "C3.tests_and_battery_hold", "high")
+
+
+# What a block of the escape break shows, said in the learner's words (the template's Evidence questions).
+READS_BLOCK = re.compile(r"\b\d+ of \d+\b|\bleak|\brefus|\bsentinel|got through|\blet out\b|\bstopped\b|\bblocked\b", re.I)
+
+
+def _reads_its_block(escape: dict) -> bool:
+    """The escape Evidence part says what its block showed: an Exemplary write-up 'agrees with its block'
+    only when it says something the block can agree with (the block's own scenario title aside)."""
+    said = escape.get("prose", {}).get("Evidence", "")
+    for block in [escape.get("pasted") or {}] + list(escape.get("blocks") or []):
+        if isinstance(block, dict) and block.get("scenario"):
+            said = said.replace(str(block["scenario"]), " ")
+    return bool(READS_BLOCK.search(said))
 
 
 def _sandbox_pattern(ev) -> list:
