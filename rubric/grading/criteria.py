@@ -395,22 +395,21 @@ def _loop(c, ev):
                        "arguments every turn, the answer on the last step, calls after an error included)")
     explained = [k for k in ("3", "4", "5") if _explained(ev, k)]
     quotes = [_answer_quote(ev, k) for k in ("3", "4", "5")]
-    cap = _cap_explained(ev)
-    if len(explained) == 3 and not cap:
-        reasons.append("Exemplary also needs the cap explained: no sentence of UNDERSTANDING.md 3-5 says that the model "
-                       "decides whether the loop goes on (a model that keeps calling tools), which max_steps bounds; "
-                       "'endless loop' or 'unbounded execution' alone does not say it")
-    if len(explained) == 3 and cap and _answered(battery.looping):
-        return _s("Exemplary", reasons + ["UNDERSTANDING.md 3, 4 and 5 explain it in the learner's own terms: confirm"]
-                  + _signal_notes(ev, 2), "C2.explained", "medium", "READ", quotes)
     if len(explained) < 3:
         reasons.append("Exemplary also needs the learner's own explanation: UNDERSTANDING.md 3-5 are not all specific "
                        f"to their code (specific: {', '.join(explained) or 'none'})")
-    if len(explained) == 3 and not cap and _answered(battery.looping):
-        # specific answers whose cap sentence says only "endless loop": reading decides E or P
-        return _s("Proficient", reasons + ["to decide: do the quoted answers explain the cap unprompted (the model "
-                                           "decides whether to go on; max_steps bounds it)? Exemplary if they do"]
-                  + _signal_notes(ev, 2), "C2.cap_unexplained", "medium", "READ", quotes)
+    elif not _cap_explained(ev):
+        reasons.append("Exemplary also needs the cap explained: no sentence of UNDERSTANDING.md 3-5 says that the model "
+                       "decides whether the loop goes on (a model that keeps calling tools), which max_steps bounds; "
+                       "'endless loop' or 'unbounded execution' alone does not say it")
+        if _answered(battery.looping):
+            # specific answers whose cap sentence says only "endless loop": reading decides E or P
+            return _s("Proficient", reasons + ["to decide: do the quoted answers explain the cap unprompted (the model "
+                                               "decides whether to go on; max_steps bounds it)? Exemplary if they do"]
+                      + _signal_notes(ev, 2), "C2.cap_unexplained", "medium", "READ", quotes)
+    elif _answered(battery.looping):
+        return _s("Exemplary", reasons + ["UNDERSTANDING.md 3, 4 and 5 explain it in the learner's own terms: confirm"]
+                  + _signal_notes(ev, 2), "C2.explained", "medium", "READ", quotes)
     return _s("Proficient", reasons + _signal_notes(ev, 2), "C2.tests_pass", "high")
 
 
