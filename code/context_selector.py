@@ -66,13 +66,14 @@ DUNDER_PATHS = True               # leave __init__, __main__ out of a file's pat
 HEADING_WEIGHT = 3                # a doc section's heading path (page title, section titles): its words count 3 more times
 NAME_WEIGHT = 2                   # a Python chunk's definition name (def/class): its words count 2 more times
 SECOND_CHUNK_WEIGHT = 0.3         # a file's second-best chunk adds this share of its score (file_scores)
+FILE_WEIGHT = 0.1                 # a chunk also gets this share of its whole file's BM25 score (score_chunks)
 STEM = True                       # fold -ed/-ing/-e endings too, so "compared" meets compare_digest
 # British -ise spellings folded into -ize (with STEM): a learner who writes "serialised" or
 # "customise" meets the code's serialize and the docs' "customize".
 ISE = re.compile(r"(?<=[a-z]{4})is(e|ed|ing|ation|er)$")
 # Questions to a coding copilot are mostly about what the code does: when a source file and a test,
 # a doc page or a changelog match equally well, show the source (MRR 0.55 -> 0.79 in bench_retrieval.py).
-ROLE_WEIGHTS = {"source": 1.0, "test": 0.5, "doc": 0.7, "changelog": 0.5}
+ROLE_WEIGHTS = {"source": 1.0, "test": 0.5, "doc": 0.7, "changelog": 0.5, "meta": 0.5}
 # ...unless the question says what it wants (question_intent): one about tests puts tests first
 # (bench_retrieval.py, test questions: MRR 0.34 -> 0.82), a how-to question puts docs level with source.
 INTENT_WEIGHTS = {"test": {"source": 0.7, "test": 1.0}, "howto": {"doc": 1.0}}
@@ -92,6 +93,12 @@ ERROR_MODULE = re.compile(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Z]\w*(?:Error|Exception|W
 CHANGELOG_NAMES = re.compile(r"(history|changes|changelog|news)(\.(md|rst|txt))?$", re.IGNORECASE)
 TEST_DIRS = frozenset({"test", "tests", "testing"})
 DOC_DIRS = frozenset({"doc", "docs", "examples"})
+# Packaging, CI and editor files, and generated metadata (PKG-INFO repeats the README): rarely what a
+# question is about, yet full of project words.
+META_DIRS = frozenset({".github", ".gitlab", ".circleci", ".idea", ".vscode"})
+META_NAMES = frozenset({"pkg-info", "manifest.in", "setup.cfg", "tox.ini", "pyproject.toml", "makefile", "noxfile.py"})
+META_SUFFIXES = (".yml", ".yaml", ".toml", ".cfg", ".ini", ".lock")
+META_ROLE = True                  # off in bench_retrieval.py's "no meta role"
 BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
 RRF_K = 60                        # reciprocal-rank fusion constant (the usual value)
@@ -108,6 +115,8 @@ STOPWORDS = frozenset(
     "who why will with would you your py js ts md txt code file files function functions "
     "class classes method methods".split()
 )
+# "doesn't" is read as "doesn" and "t": the first half is no term either (a rare word, so it weighed a lot).
+CONTRACTIONS = frozenset("doesn don isn aren wasn weren didn won shouldn couldn wouldn hasn haven ll ve".split())
 MORE_STOPWORDS: frozenset = frozenset()  # bench_retrieval.py "more stop words": a longer list cost more than it gained
 
 
@@ -202,7 +211,7 @@ def _fold_plural(word: str) -> str:
 
 def question_terms(question: str) -> list[str]:
     """The question's distinct terms, without the words that say nothing about code."""
-    stop = STOPWORDS | MORE_STOPWORDS
+    stop = STOPWORDS | MORE_STOPWORDS | CONTRACTIONS
     if ERROR_MODULE is not None:
         question = ERROR_MODULE.sub("", question)
     words = [w for w in IDENTIFIER.findall(question) if w.lower() not in stop]
@@ -235,8 +244,9 @@ def file_role(rel: str) -> str:
     *folders, name = rel.lower().split("/")
     if CHANGELOG_NAMES.match(name):
         return "changelog"
-
-
+    if META_ROLE and (META_DIRS.intersection(folders) or any(f.endswith(".egg-info") for f in folders)
+            or name in META_NAMES or name.endswith(META_SUFFIXES)):
+        return "meta"
     if TEST_DIRS.intersection(folders) or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
         return "test"
     if DOC_DIRS.intersection(folders) or name.endswith(DOC_SUFFIXES):
@@ -329,13 +339,16 @@ def score_chunks(index: LexicalIndex, terms, intent: str = "code") -> np.ndarray
     times the chunk's file-role weight (ROLE_WEIGHTS, with the question intent's INTENT_WEIGHTS).
 
     Chunk side: the term's count, saturated and length-adjusted. Question side: the term's
-    rarity (IDF), so "session" outweighs "get".
+    rarity (IDF), so "session" outweighs "get". Each chunk also gets FILE_WEIGHT of its whole
+    file's BM25 score (the file's counts summed over its chunks): of two equal chunks, the one in
+    a file about the question's subject wins.
     """
     norm = index.memo.get("bm25_norm")
     if norm is None:
         mean = float(index.chunk_length.mean()) if index.n_chunks else 1.0
         norm = index.memo["bm25_norm"] = BM25_K1 * (1 - BM25_B + BM25_B * index.chunk_length / max(mean, 1.0))
     total = np.zeros(index.n_chunks, dtype=np.float64)
+    whole = np.zeros(len(index.files), dtype=np.float64) if FILE_WEIGHT else None
     for term in terms:
         counts = index.term_counts(term)
         if counts is None:
@@ -343,7 +356,22 @@ def score_chunks(index: LexicalIndex, terms, intent: str = "code") -> np.ndarray
         df = np.count_nonzero(counts)
         idf = np.log1p((index.n_chunks - df + 0.5) / (df + 0.5))
         total += idf * counts * (BM25_K1 + 1) / (counts + norm)
+        if whole is not None:
+            in_file = np.bincount(index.chunk_file, weights=counts, minlength=len(index.files))
+            whole += idf * in_file * (BM25_K1 + 1) / (in_file + _file_norm(index))
+    if whole is not None:
+        total += FILE_WEIGHT * whole[index.chunk_file]
     return total * role_prior(index, intent)
+
+
+def _file_norm(index: LexicalIndex) -> np.ndarray:
+    """BM25's length adjustment for whole files, as score_chunks' for chunks."""
+    norm = index.memo.get("bm25_file_norm")
+    if norm is None:
+        length = np.bincount(index.chunk_file, weights=index.chunk_length, minlength=len(index.files))
+        mean = float(length[length > 0].mean()) if length.any() else 1.0
+        norm = index.memo["bm25_file_norm"] = BM25_K1 * (1 - BM25_B + BM25_B * length / max(mean, 1.0))
+    return norm
 
 
 def role_prior(index: LexicalIndex, intent: str = "code") -> np.ndarray:

@@ -41,7 +41,6 @@ import argparse
 import contextlib
 import json
 import math
-import re
 import sys
 import tarfile
 import tempfile
@@ -189,6 +188,10 @@ ABLATIONS = {
     "doc windows": {"chunking.SECTIONS": False},
     "no -ise folding": {"ISE": None},
     "no option letters": {"OPTION_LETTER": None},
+    "no meta role": {"META_ROLE": False},
+    "no file score": {"FILE_WEIGHT": 0}, "file 0.2": {"FILE_WEIGHT": 0.2},
+    "no contractions": {"CONTRACTIONS": frozenset()},
+    "as on 6dabe85": {"META_ROLE": False, "FILE_WEIGHT": 0, "CONTRACTIONS": frozenset()},
     "as on 962e0be": {"ISE": None, "OPTION_LETTER": None, "DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
 }
 
@@ -331,14 +334,14 @@ def report(questions, ranks, baseline="plain BM25", main="lexical") -> None:
         for name in shown:
             cells = [bootstrap_ci(per[name][c][mask]) for c in columns]
             print(f"{group:<11}{int(mask.sum()):>4}  {name:<17}" + "".join(f"{m:.2f} [{lo:.2f}, {hi:.2f}]  " for m, lo, hi in cells))
-    print(f"\npaired differences, 95% bootstrap interval ('*': excludes 0)")
+    print("\npaired differences, 95% bootstrap interval ('*': excludes 0)")
     others = [n for n in ranks if n != main]
     print(f"{'group':<11}{'n':>4}  {'comparison':<34}" + "".join(f"{c:<23}" for c in columns))
     for group, mask in groups.items():
         for other in others:
             cells = [bootstrap_ci(per[main][c][mask] - per[other][c][mask]) for c in columns]
             print(f"{group:<11}{int(mask.sum()):>4}  {main + ' - ' + other:<34}" + "".join(
-                f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]{'*' if lo > 0 or hi < 0 else ' '}" for m, lo, hi in cells))
+                f"{m:+.3f} [{lo:+.3f}, {hi:+.3f}]{'*' if lo > 0 or hi < 0 else ' '} " for m, lo, hi in cells))
 
 
 def main() -> int:

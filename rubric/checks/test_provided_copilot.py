@@ -190,6 +190,9 @@ def test_plurals_fold_once_and_only_plurals():
     ("src/flask/sessions.py", "source"), ("tests/test_basic.py", "test"), ("pkg/test_utils.py", "test"),
     ("conftest.py", "test"), ("docs/config.rst", "doc"), ("README.md", "doc"), ("HISTORY.md", "changelog"),
     ("CHANGES.rst", "changelog"), ("src/history.py", "source"),
+    ("PKG-INFO", "meta"), ("src/flask.egg-info/SOURCES.txt", "meta"), (".github/workflows/tests.yml", "meta"),
+    (".github/CONTRIBUTING.md", "meta"), ("pyproject.toml", "meta"), ("tox.ini", "meta"), (".idea/workspace.xml", "meta"),
+    ("docs/conf.py", "doc"), ("src/config.py", "source"),
 ])
 def test_file_roles_come_from_the_path(rel, role):
     assert cs.file_role(rel) == role
@@ -204,6 +207,28 @@ def test_source_outranks_a_test_that_matches_as_well(tmp_path):
     assert [s.path for s in snippets][:2] == ["auth.py", "tests/auth.py"]
     asked = cs.select_context("which test covers rotating the refresh token?", tmp_path, k=2, cache_dir=tmp_path / "cache")
     assert [s.path for s in asked][:2] == ["tests/auth.py", "auth.py"]  # a question about tests wants the test
+
+
+def test_packaging_files_give_way_to_the_readme_they_repeat(tmp_path):
+    readme = "Streaming uploads\n=================\n\nSend a large body in pieces with chunked transfer encoding.\n"
+    (tmp_path / "README.rst").write_text(readme)
+    (tmp_path / "PKG-INFO").write_text("Metadata-Version: 2.1\nName: demo\n\n" + readme)
+    snippets = cs.select_context("how do I stream a large upload in pieces?", tmp_path, k=2, cache_dir=tmp_path / "cache")
+    assert [s.path for s in snippets][:2] == ["README.rst", "PKG-INFO"]
+
+
+def test_contractions_are_not_question_terms():
+    assert cs.question_terms("Why doesn't the pool close, and won't it retry?") == ["pool", "clos", "retry"]
+
+
+def test_a_chunk_carries_a_share_of_its_files_evidence(tmp_path):
+    (tmp_path / "pool.py").write_text("def open_pool():\n    return connection_pool()\n\n\ndef unrelated():\n    return 1\n")
+    (tmp_path / "other.py").write_text("def unrelated():\n    return 2\n")
+    index = cs.load_index(tmp_path, tmp_path / "cache")
+    scores = cs.score_chunks(index, cs.question_terms("connection pool"))
+    by_place = {(index.chunk_path(c), int(index.chunk_start[c])): float(scores[c]) for c in range(index.n_chunks)}
+    assert by_place[("pool.py", 5)] > 0 == by_place[("other.py", 1)]  # same words, but pool.py is about pools
+    assert by_place[("pool.py", 1)] > by_place[("pool.py", 5)]
 
 
 def test_question_intent_comes_from_the_words():
