@@ -78,8 +78,14 @@ ROLE_WEIGHTS = {"source": 1.0, "test": 0.5, "doc": 0.7, "changelog": 0.5, "meta"
 # (bench_retrieval.py, test questions: MRR 0.34 -> 0.82), a how-to question puts docs level with source.
 INTENT_WEIGHTS = {"test": {"source": 0.7, "test": 1.0}, "howto": {"doc": 1.0}}
 TEST_WORDS = frozenset({"test", "tests", "tested", "testing"})
+# "Where is it checked that...", "Which check proves...": asked without the word, still a test question.
+CHECKED_WHERE = re.compile(r"\bwhere (is|are) (it|this|that|they) (checked|verified|asserted|ensured|confirmed)\b"
+                           r"|\bwhich checks? (proves?|shows?|confirms?)\b", re.IGNORECASE)
 # "How do I deploy..." asks how to use something (docs); "How does X work?" asks what the code does.
-HOWTO = re.compile(r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentation|documented|tutorial)\b", re.IGNORECASE)
+# "Can I...?", "Is there...?", "How am I supposed to...?", "What changed...?" ask what the project
+# offers or expects of its user, which is what its docs are written to say.
+HOWTO = re.compile(r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentation|documented|tutorial)\b"
+                   r"|^(can|could) (i|we)\b|^(is|are) there\b|\bhow am i supposed\b|\bwhat changed\b", re.IGNORECASE)
 # "Why is...", "What's the difference...", "What are slotted classes?": asked in words, with no name
 # from the code in them, these are what a doc page explains.
 CONCEPT = re.compile(r"\bwhy\b|\bdifference\b|^what (is|are)\b|\bwhat's\b", re.IGNORECASE)
@@ -228,7 +234,7 @@ def question_intent(question: str) -> str:
     Picks the file-role weights (INTENT_WEIGHTS). 'test_client' is an identifier, not the word.
     """
     words = {w.lower() for w in IDENTIFIER.findall(question)}
-    if words & TEST_WORDS:
+    if words & TEST_WORDS or (CHECKED_WHERE is not None and CHECKED_WHERE.search(question)):
         return "test"
     if HOWTO.search(question):
         return "howto"

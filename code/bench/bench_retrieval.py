@@ -41,6 +41,7 @@ import argparse
 import contextlib
 import json
 import math
+import re
 import sys
 import tarfile
 import tempfile
@@ -163,6 +164,7 @@ MORE_STOPWORDS = frozenset(
 
 # Each scoring choice switched off, to measure what it gains and what it costs (--ablate).
 # A variant patches context_selector while the index is built and the questions are ranked.
+NARROW_HOWTO = re.compile(r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentation|documented|tutorial)\b", re.IGNORECASE)
 ABLATIONS = {
     "no role weights": {"ROLE_WEIGHTS": {role: 1.0 for role in cs.ROLE_WEIGHTS}, "INTENT_WEIGHTS": {}},
     "no question intent": {"INTENT_WEIGHTS": {}},
@@ -191,7 +193,10 @@ ABLATIONS = {
     "no meta role": {"META_ROLE": False},
     "no file score": {"FILE_WEIGHT": 0}, "file 0.2": {"FILE_WEIGHT": 0.2},
     "no contractions": {"CONTRACTIONS": frozenset()},
-    "as on 6dabe85": {"META_ROLE": False, "FILE_WEIGHT": 0, "CONTRACTIONS": frozenset()},
+    "no checked-where": {"CHECKED_WHERE": None},
+    "doc weight 0.8": {"ROLE_WEIGHTS": {**cs.ROLE_WEIGHTS, "doc": 0.8}},
+    "narrow howto": {"HOWTO": NARROW_HOWTO},
+    "as on 6dabe85": {"HOWTO": NARROW_HOWTO, "CHECKED_WHERE": None, "META_ROLE": False, "FILE_WEIGHT": 0, "CONTRACTIONS": frozenset()},
     "as on 962e0be": {"ISE": None, "OPTION_LETTER": None, "DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
 }
 
