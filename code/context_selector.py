@@ -82,10 +82,12 @@ TEST_WORDS = frozenset({"test", "tests", "tested", "testing"})
 CHECKED_WHERE = re.compile(r"\bwhere (is|are) (it|this|that|they) (checked|verified|asserted|ensured|confirmed)\b"
                            r"|\bwhich checks? (proves?|shows?|confirms?)\b", re.IGNORECASE)
 # "How do I deploy..." asks how to use something (docs); "How does X work?" asks what the code does.
-# "Can I...?", "Is there...?", "How am I supposed to...?", "What changed...?" ask what the project
-# offers or expects of its user, which is what its docs are written to say.
+# "Can I...?", "Is there a way...?", "I want to...", "What changed...?" ask what the project offers
+# or expects of its user, which is what its docs are written to say.
 HOWTO = re.compile(r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentation|documented|tutorial)\b"
-                   r"|^(can|could) (i|we)\b|^(is|are) there\b|\bhow am i supposed\b|\bwhat changed\b", re.IGNORECASE)
+                   r"|\b(can|could|should) (i|we)\b|^(is|are) there\b|\bis (there|it possible)\b|\bi want to\b"
+                   r"|\bhow am i supposed\b|\bwhat changed\b|\bwhat('s| is) (the|a) (best|recommended|right|sensible)\b",
+                   re.IGNORECASE)
 # "Why is...", "What's the difference...", "What are slotted classes?": asked in words, with no name
 # from the code in them, these are what a doc page explains.
 CONCEPT = re.compile(r"\bwhy\b|\bdifference\b|^what (is|are)\b|\bwhat's\b", re.IGNORECASE)
@@ -99,11 +101,11 @@ ERROR_MODULE = re.compile(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Z]\w*(?:Error|Exception|W
 CHANGELOG_NAMES = re.compile(r"(history|changes|changelog|news)(\.(md|rst|txt))?$", re.IGNORECASE)
 TEST_DIRS = frozenset({"test", "tests", "testing"})
 DOC_DIRS = frozenset({"doc", "docs", "examples"})
-# Packaging, CI and editor files, and generated metadata (PKG-INFO repeats the README): rarely what a
-# question is about, yet full of project words.
+# Packaging, CI and editor files, dotfiles, JSON data and generated metadata (PKG-INFO repeats the
+# README): rarely what a question is about, yet full of project words.
 META_DIRS = frozenset({".github", ".gitlab", ".circleci", ".idea", ".vscode"})
 META_NAMES = frozenset({"pkg-info", "manifest.in", "setup.cfg", "tox.ini", "pyproject.toml", "makefile", "noxfile.py"})
-META_SUFFIXES = (".yml", ".yaml", ".toml", ".cfg", ".ini", ".lock")
+META_SUFFIXES = (".yml", ".yaml", ".toml", ".cfg", ".ini", ".lock", ".json")
 META_ROLE = True                  # off in bench_retrieval.py's "no meta role"
 BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
@@ -251,7 +253,7 @@ def file_role(rel: str) -> str:
     if CHANGELOG_NAMES.match(name):
         return "changelog"
     if META_ROLE and (META_DIRS.intersection(folders) or any(f.endswith(".egg-info") for f in folders)
-            or name in META_NAMES or name.endswith(META_SUFFIXES)):
+            or name in META_NAMES or name.endswith(META_SUFFIXES) or name.startswith(".")):
         return "meta"
     if TEST_DIRS.intersection(folders) or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
         return "test"

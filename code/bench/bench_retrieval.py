@@ -164,7 +164,8 @@ MORE_STOPWORDS = frozenset(
 
 # Each scoring choice switched off, to measure what it gains and what it costs (--ablate).
 # A variant patches context_selector while the index is built and the questions are ranked.
-NARROW_HOWTO = re.compile(r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentation|documented|tutorial)\b", re.IGNORECASE)
+NARROW_HOWTO = re.compile(  # HOWTO before issue 29's fourth round
+    r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentation|documented|tutorial)\b", re.IGNORECASE)
 ABLATIONS = {
     "no role weights": {"ROLE_WEIGHTS": {role: 1.0 for role in cs.ROLE_WEIGHTS}, "INTENT_WEIGHTS": {}},
     "no question intent": {"INTENT_WEIGHTS": {}},

@@ -192,7 +192,7 @@ def test_plurals_fold_once_and_only_plurals():
     ("CHANGES.rst", "changelog"), ("src/history.py", "source"),
     ("PKG-INFO", "meta"), ("src/flask.egg-info/SOURCES.txt", "meta"), (".github/workflows/tests.yml", "meta"),
     (".github/CONTRIBUTING.md", "meta"), ("pyproject.toml", "meta"), ("tox.ini", "meta"), (".idea/workspace.xml", "meta"),
-    ("docs/conf.py", "doc"), ("src/config.py", "source"),
+    (".gitignore", "meta"), ("json/tests/draft7/type.json", "meta"), ("docs/conf.py", "doc"), ("src/config.py", "source"),
 ])
 def test_file_roles_come_from_the_path(rel, role):
     assert cs.file_role(rel) == role
@@ -237,6 +237,14 @@ def test_question_intent_comes_from_the_words():
     assert cs.question_intent("How does the test_client fixture work?") == "code"  # an identifier, not the word
     assert cs.question_intent("How do I deploy with gunicorn?") == "howto"  # usage: docs count as much as code
     assert cs.question_intent("How does the session cookie get signed?") == "code"
+    # asked without the word "test", still about a test
+    assert cs.question_intent("Where is it checked that a wheel name with a bad build tag is rejected?") == "test"
+    assert cs.question_intent("Which check proves the decorator does not deadlock?") == "test"
+    # what the project offers its user: the docs say
+    assert cs.question_intent("I keep my config in YAML. Can I still validate it?") == "howto"
+    assert cs.question_intent("Is there a way to print the parse tree?") == "howto"
+    assert cs.question_intent("What's the recommended buffer size for a channel?") == "howto"
+    assert cs.question_intent("How is the next URL checked after login?") == "code"
 
 
 def test_python_is_chunked_by_definition_even_when_it_does_not_parse():
