@@ -41,6 +41,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import re
 import sys
 import tarfile
@@ -49,7 +50,10 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import numpy as np
+# One BLAS thread (before numpy loads): minilm.py's many small products run 5-10 times slower with
+# two threads once another process holds a core, and the lexical rankers hardly use BLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
 
 CODE_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(CODE_DIR))
