@@ -29,9 +29,10 @@ bench/bench_retrieval.py --ablate (README there); those that did not pay were re
 
 With an ``embed`` function (copilot.py passes one when EMBEDDING_MODEL is set), dense vectors from
 an embedding model are added (embeddings.py): each chunk's lexical score, scaled to the best one,
-plus DENSE_WEIGHT times its dense score, scaled the same way (fuse_scores). Rank fusion was the
-first choice; with a small model it ranked below lexical alone on doc and error questions, where
-this does not (bench/README.md).
+plus DENSE_WEIGHT times its dense score, scaled the same way, a weight that fades to nothing when
+the best lexical chunk leads the next by DENSE_MARGIN (fuse_scores). Rank fusion was the first
+choice; with a small model it ranked below lexical alone on doc and error questions, and so did
+the sum without the margin (bench/README.md).
 
 The machinery lives beside this file: context_index.py stores the chunks' counts as an inverted
 index, builds it in parallel for big repositories and caches it outside the repository
@@ -111,6 +112,7 @@ BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
 RRF_K = 60                        # reciprocal-rank fusion constant (the usual value)
 DENSE_WEIGHT = 0.3                # dense scores' weight beside lexical ones, both scaled to 1 (fuse_scores)
+DENSE_MARGIN = 0.1                # a lexical lead this large leaves dense no say (fuse_scores)
 INDEX_VERSION = 7                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -405,16 +407,24 @@ def dense_chunk_scores(index: LexicalIndex, question: str, embed, cache_dir, int
     return (similarity - similarity.min()) * role_prior(index, intent)
 
 
-def fuse_scores(lexical, dense, weight: float) -> np.ndarray:
-    """Lexical scores plus ``weight`` times dense ones, each scaled to its repository maximum.
+def fuse_scores(lexical, dense, weight: float, margin: float | None = None) -> np.ndarray:
+    """Lexical scores plus dense ones, each scaled to its repository maximum, dense times ``weight``
+    as long as lexical has no clear winner: the weight shrinks to 0 as the best chunk's lead over
+    the second grows to ``margin`` (DENSE_MARGIN) of the best score.
 
     Rank fusion gives a chunk that the lexical ranking puts second nearly what it gives the first
-    (1/62 against 1/61), so even a weak dense opinion reorders the top; adding scaled scores keeps
-    a clear lexical winner unless the dense evidence is strong (bench_retrieval.py --dense-weights).
+    (1/62 against 1/61), so even a weak dense opinion reorders the top. Adding scaled scores still
+    let a small model (all-MiniLM-L6-v2) push clear lexical winners down on error and doc questions;
+    when lexical leads by DENSE_MARGIN or more, the fused order is the lexical one
+    (bench/README.md, bench_retrieval.py --dense-margins).
     """
+    margin = DENSE_MARGIN if margin is None else margin
     top_lexical, top_dense = float(np.max(lexical, initial=0.0)), float(np.max(dense, initial=0.0))
     fused = lexical / top_lexical if top_lexical > 0 else np.zeros(len(lexical))
-    return fused + (weight * dense / top_dense if top_dense > 0 else 0.0)
+    second = float(np.partition(fused, -2)[-2]) if len(fused) > 1 else 0.0
+    lead = 1.0 - second if top_lexical > 0 else 0.0  # no lexical evidence at all: dense decides
+    weight *= max(0.0, 1.0 - lead / margin) if margin > 0 else 0.0
+    return fused + (weight * dense / top_dense if top_dense > 0 and weight > 0 else 0.0)
 
 
 def fuse_rankings(*score_arrays, weights=None) -> np.ndarray:

