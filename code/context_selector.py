@@ -563,7 +563,7 @@ def render_snippets(snippets) -> str:
 # shop/config.py:12"), fake providers, the fixture repository, the question sets with their
 # expected answers, and the benchmark notes quoting a local model's wrong answers about the lab.
 # A question about the lab is answered from its code, never from these.
-LAB_DATA = ("eval/", "fixture_repo/", "bench/retrieval_questions", "bench/questions_v3/", "bench/README.md", "harness/scripted.py",
+LAB_DATA = ("eval/", "fixture_repo/", "bench/retrieval_questions", "bench/questions_v", "bench/README.md", "harness/scripted.py",
             "harness/fake_server.py", "harness/native_fakes.py", "harness/misbehaving.py",
             "harness/strict_provider.py")
 

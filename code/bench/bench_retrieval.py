@@ -4,6 +4,7 @@
     python bench/bench_retrieval.py --set v1     # the first set: 50 questions over flask and requests
     python bench/bench_retrieval.py --set v3-tune --trees DIR      # 190 questions over five other sdists,
     python bench/bench_retrieval.py --set v3-heldout --trees DIR   # and the 95 held back (questions_v3/README.md)
+    python bench/bench_retrieval.py --set v7,v8 --trees DIR7,DIR8  # questions_v4..v8: 100 each, four sdists each
     python bench/bench_retrieval.py --ablate     # also each scoring choice switched off, paired with the default
     python bench/bench_retrieval.py --check      # verify the set: relevant files exist, citations hold
     python bench/bench_retrieval.py -v           # also list the questions the lexical ranker misses
@@ -71,7 +72,8 @@ ARCHIVES = {"flask": "flask-3.1.0.tar.gz", "requests": "requests-2.32.3.tar.gz",
 SETS = {"v2": Path(__file__).with_name("retrieval_questions_v2.jsonl"),
         "v1": Path(__file__).with_name("retrieval_questions.jsonl"),
         "v3-tune": Path(__file__).with_name("questions_v3") / "tune.jsonl",        # with --trees: five sdists
-        "v3-heldout": Path(__file__).with_name("questions_v3") / "heldout.jsonl"}  # (questions_v3/README.md)
+        "v3-heldout": Path(__file__).with_name("questions_v3") / "heldout.jsonl",  # (questions_v3/README.md)
+        **{f"v{n}": Path(__file__).with_name(f"questions_v{n}") / "heldout.jsonl" for n in range(4, 9)}}  # with --trees
 PLAIN_K1, PLAIN_B = 1.2, 0.75     # the baseline's constants, fixed whatever the selector uses
 
 
@@ -238,10 +240,12 @@ def build(root, listing):
 # --------------------------------------------------------------------------- the run
 
 def load_questions(name) -> list[dict]:
-    """A set by name (v1, v2) or a JSON-lines file; v3's ``answers`` [{path, start, end}] become
-    ``relevant`` (the files they are in: the rankers rank files)."""
+    """A set by name (v1, v2, v3-tune...) or a JSON-lines file, or several joined by commas ("v7,v8");
+    v3's ``answers`` [{path, start, end}] become ``relevant`` (the files they are in: the rankers
+    rank files)."""
     questions = []
-    for line in Path(SETS.get(name, name)).read_text(encoding="utf-8").splitlines():
+    lines = [line for one in name.split(",") for line in Path(SETS.get(one, one)).read_text(encoding="utf-8").splitlines()]
+    for line in lines:
         if line.strip():
             q = json.loads(line)
             if "answers" in q:
@@ -254,9 +258,11 @@ def load_questions(name) -> list[dict]:
 
 def extract(name: str, into: Path, trees: Path | None = None) -> Path:
     """The repository's tree under ``into``, extracted from the corpus unless it is there already;
-    with ``trees``, the folder there named after the repository (an unpacked sdist, name-version)."""
+    with ``trees`` (one folder or several), the folder there named after the repository (an
+    unpacked sdist, name-version)."""
     if trees is not None:
-        return next(p for p in sorted(trees.iterdir()) if p.is_dir() and name.lower() in (p.name.lower(), p.name.lower().rsplit("-", 1)[0]))
+        return next(p for folder in (trees if isinstance(trees, list) else [trees]) for p in sorted(folder.iterdir())
+                    if p.is_dir() and name.lower() in (p.name.lower(), p.name.lower().rsplit("-", 1)[0]))
     if not into.is_dir():
         into.mkdir(parents=True)
         with tarfile.open(CORPUS / ARCHIVES[name]) as tar:
@@ -363,8 +369,8 @@ def report(questions, ranks, baseline="plain BM25", main="lexical") -> None:
 def main() -> int:
     global CORPUS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", default="v2", help="v1, v2 or a JSON-lines file of questions (v3: with --trees)")
-    parser.add_argument("--trees", metavar="DIR", help="the unpacked sdists the --set file's repositories name")
+    parser.add_argument("--set", default="v2", help="v1, v2, v3-tune, v3-heldout, v4..v8 or a JSON-lines file; several joined by commas (v3 on: with --trees)")
+    parser.add_argument("--trees", metavar="DIR", help="the folder(s), comma-separated, of unpacked sdists the --set repositories name")
     parser.add_argument("--ablate", action="store_true", help="also rank with each ABLATIONS variant")
     parser.add_argument("--variants", default="", help='only these ABLATIONS, e.g. "as on 962e0be,doc windows"')
     parser.add_argument("--check", action="store_true", help="only verify the question set against the corpus")
@@ -407,7 +413,7 @@ def main() -> int:
         tmp = Path(args.cache).expanduser() if args.cache else Path(stack.enter_context(tempfile.TemporaryDirectory()))
         roots = {}
         for repo in dict.fromkeys(q["repo"] for q in questions):
-            roots[repo] = extract(repo, tmp / "trees" / repo, Path(args.trees) if args.trees else None)
+            roots[repo] = extract(repo, tmp / "trees" / repo, [Path(t) for t in args.trees.split(",")] if args.trees else None)
         if args.check:
             return check(questions, roots)
         weights = [float(w) for w in args.dense_weights.split(",") if w]
