@@ -174,6 +174,7 @@ MORE_STOPWORDS = frozenset(
 # A variant patches context_selector while the index is built and the questions are ranked.
 NARROW_HOWTO = re.compile(  # HOWTO before issue 29's fourth round
     r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentation|documented|tutorial)\b", re.IGNORECASE)
+AS_ON_6DABE85 = {"HOWTO": NARROW_HOWTO, "CHECKED_WHERE": None, "META_ROLE": False, "FILE_WEIGHT": 0, "CONTRACTIONS": frozenset()}  # the fourth round's choices off
 ABLATIONS = {
     "no role weights": {"ROLE_WEIGHTS": {role: 1.0 for role in cs.ROLE_WEIGHTS}, "INTENT_WEIGHTS": {}},
     "no question intent": {"INTENT_WEIGHTS": {}},
@@ -205,8 +206,8 @@ ABLATIONS = {
     "no checked-where": {"CHECKED_WHERE": None},
     "doc weight 0.8": {"ROLE_WEIGHTS": {**cs.ROLE_WEIGHTS, "doc": 0.8}},
     "narrow howto": {"HOWTO": NARROW_HOWTO},
-    "as on 6dabe85": {"HOWTO": NARROW_HOWTO, "CHECKED_WHERE": None, "META_ROLE": False, "FILE_WEIGHT": 0, "CONTRACTIONS": frozenset()},
-    "as on 962e0be": {"ISE": None, "OPTION_LETTER": None, "DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
+    "as on 6dabe85": AS_ON_6DABE85,
+    "as on 962e0be": {**AS_ON_6DABE85, "ISE": None, "OPTION_LETTER": None, "DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
 }
 
 
