@@ -364,29 +364,30 @@ class TreeReader:
         """At most ``limit`` bytes of a file, opened as open() opens it; raises ToolError or OSError.
         A walk's own names can come as a tuple of parts (no parsing) with ``shown`` for errors."""
         parts = _parts_of(relative)
-        fd = self._open_kept_file(parts) if USE_DIR_FD else None
+        fd, size = self._open_kept_file(parts) if USE_DIR_FD else (None, None)
         if fd is None:  # anything but a plain file in a kept folder: the general opener and its errors
             fd = self.open_fd(parts, want_dir=False, shown=shown)
         try:
-            return read_at_most(fd, limit)
+            return read_at_most(fd, limit, size)
         finally:
             os.close(fd)
 
-    def _open_kept_file(self, parts: tuple[str, ...]) -> int | None:
+    def _open_kept_file(self, parts: tuple[str, ...]) -> tuple[int | None, int | None]:
         """open_fd(parts, want_dir=False) for the common case of a walk (about half of its time per
         file went to the general opener's calls): a visible regular file with one link, in a folder
         already kept open. The same checks in the same order: the name rule, a look without
         following before opening (no device is opened), the kind and links of the open descriptor.
-        None for anything else, which open_fd then opens or refuses with its message."""
+        (descriptor, size of the open file), or (None, None) for anything else, which open_fd then
+        opens or refuses with its message."""
         where = self._folders.get(parts[:-1]) if parts else None
         if where is None or (self.judge and any(map(excluded_name, parts))):
-            return None
+            return None, None
         try:
             if not stat.S_ISREG(os.stat(parts[-1], dir_fd=where, follow_symlinks=False).st_mode):
-                return None
+                return None, None
             fd = os.open(parts[-1], _READ_FLAGS | _NOFOLLOW, dir_fd=where)
         except OSError:
-            return None
+            return None, None
         try:
             st = os.fstat(fd)
         except BaseException:
@@ -394,9 +395,9 @@ class TreeReader:
             raise
         if stat.S_ISREG(st.st_mode) and st.st_nlink <= 1:
             self._folders.move_to_end(parts[:-1])
-            return fd
+            return fd, st.st_size
         os.close(fd)
-        return None
+        return None, None
 
     def open_fd(self, parts: tuple[str, ...], want_dir: bool, shown: str | None = None) -> int:
         """A new descriptor (the caller closes it) for the file or folder root/parts."""
@@ -483,18 +484,22 @@ class TreeReader:
 READ_FIRST = 65_536                # bytes asked for by a file's first read: most source files fit
 
 
-def read_at_most(fd: int, limit: int) -> bytes:
+def read_at_most(fd: int, limit: int, size: int | None = None) -> bytes:
     """Up to ``limit`` bytes of the open regular file ``fd``, from where it stands.
 
     A read reserves memory for all it may return: asking for 2 MB to get a 5 KB file took 15 times
-    as long as the read itself, so the first read asks for READ_FIRST bytes. A read that returns
-    less than asked has reached the end of a regular file; a bigger file is read again in one read
-    (joining two parts copied the whole file once more, which cost more than reading it).
+    as long as the read itself, so the first read asks for READ_FIRST bytes, or, when the caller
+    knows the file's ``size`` (fstat of a file just opened, at its start), one byte more than that.
+    A read that returns less than asked has reached the end of a regular file; a bigger file is
+    read again in one read (joining two parts copied the whole file once more, which cost more
+    than reading it). A file that grew past its size (or lied about it) has the rest read after.
     """
-    first = min(limit, READ_FIRST)
+    first = min(limit, READ_FIRST if size is None or size < 0 else size + 1)
     data = os.read(fd, first)
-    if len(data) < first or first == limit:
+    if len(data) < first or first >= limit:
         return data
+    if size is not None and size >= 0:
+        return data + os.read(fd, limit - len(data))
     os.lseek(fd, -len(data), os.SEEK_CUR)
     return os.read(fd, limit)
 

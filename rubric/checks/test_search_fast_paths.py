@@ -236,3 +236,17 @@ def test_the_term_map_built_as_identifiers_come_is_the_one_built_at_once():
     assert list(built[0].items()) == list(whole[0].items())
     for mine, theirs in zip(built[1:], whole[1:]):
         assert mine.dtype == theirs.dtype and mine.tolist() == theirs.tolist()
+
+
+@pytest.mark.parametrize("size", [0, 1, 100, repo_files.READ_FIRST + 1, 3 * repo_files.READ_FIRST + 7])
+@pytest.mark.parametrize("limit", [1, 100, repo_files.READ_FIRST, 10 * repo_files.READ_FIRST])
+def test_read_at_most_reads_up_to_the_limit_whatever_size_it_is_told(tmp_path, size, limit):
+    # The size comes from fstat; the file may have grown or shrunk since (or report 0, as /proc does).
+    data = os.urandom(size)
+    (tmp_path / "f").write_bytes(data)
+    for told in sorted({0, max(size - 1, 0), size, size + 5, 10 * size}):
+        fd = os.open(tmp_path / "f", os.O_RDONLY)
+        try:
+            assert repo_files.read_at_most(fd, limit, told) == data[:limit], told
+        finally:
+            os.close(fd)
