@@ -746,8 +746,13 @@ def find_lowered(data: bytes, wanted: bytes) -> int:
         return data.lower().find(wanted)
     if not wanted:
         return 0
-    sample = data[:SAMPLE_BYTES].lower()
-    rare = min(sorted(set(wanted)), key=lambda byte: sample.count(byte))
+    sample, candidates = data[:SAMPLE_BYTES].lower(), sorted(set(wanted))
+    # A byte absent from the sample is the best guess; else the least counted on a quarter of it
+    # (counting each byte on all of it took as long as searching a 128 KB file).
+    rare = next((byte for byte in candidates if byte not in sample), None)
+    if rare is None:
+        quarter = sample[:SAMPLE_BYTES // 4]
+        rare = min(candidates, key=quarter.count)
     at_in_needle = wanted.index(rare)
     variants = [bytes([rare])] + ([bytes([rare - 32])] if 97 <= rare <= 122 else [])  # b"k", b"K"
     seen = [-2] * len(variants)  # where each variant was last found (-1: nowhere after that)
