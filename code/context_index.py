@@ -22,7 +22,6 @@ from array import array
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from itertools import islice
 from pathlib import Path
 from typing import Callable
 
@@ -182,7 +181,6 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
     words: dict[str, int] = defaultdict()
     words.default_factory = words.__len__  # a new identifier gets the next number
     hashes, chunk_file, spans, sizes, ids, counts = {}, array("i"), array("i"), array("i"), [], array("i")
-    term_map = _TermMap(recipe.terms_of)
     results = _index_all(str(root), wanted, recipe.index_file, started)
     try:
         for (_, rel, _), (digest, found) in zip(wanted, results):
@@ -192,10 +190,7 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
             chunk_file.extend([position[rel]] * len(found.sizes))
             spans.extend(found.spans)
             sizes.extend(found.sizes)
-            known = len(words)
             ids.extend(map(words.__getitem__, found.words.split("\n")))
-            if len(words) > known:  # the terms of new identifiers, while the workers read on
-                term_map.add(reversed(list(islice(reversed(words), len(words) - known))))
             counts.extend(found.counts)
             if len(sizes) >= MAX_INDEX_CHUNKS and len(hashes) < len(wanted):
                 print(f"context: indexed the first {len(hashes):,} of {len(wanted):,} files: they hold "
@@ -207,7 +202,7 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
     ids = np.array(ids, dtype=np.int64)
     tf = np.frombuffer(counts, dtype=np.int32).astype(np.float32)
     rows = np.repeat(np.arange(len(sizes), dtype=np.int32), np.frombuffer(sizes, dtype=np.int32))
-    terms, term_ptr, term_words, terms_per_word = term_map.arrays()
+    terms, term_ptr, term_words, terms_per_word = _term_map(list(words), recipe.terms_of)
     order = np.argsort(ids, kind="stable")  # group the entries by identifier
     word_ptr = np.concatenate([[0], np.cumsum(np.bincount(ids, minlength=len(words)))]).astype(np.int64)
     bounds = np.frombuffer(spans, dtype=np.int32).reshape(-1, 2)
@@ -257,40 +252,18 @@ def within_budget(files, root=None) -> list[tuple[str, str, int]]:
 def _term_map(identifiers, terms_of):
     """Which identifiers each term occurs in: terms {term: row}, term_ptr, term_words; and how
     many terms each identifier counts as."""
-    term_map = _TermMap(terms_of)
-    term_map.add(identifiers)
-    return term_map.arrays()
-
-
-class _TermMap:
-    """_term_map built as identifiers are first seen: build_index splits them into terms while the
-    worker processes are still reading files (done after the last file, it took a fifth of a cold
-    index on one CPU while the others sat idle). Identifiers are numbered in the order they are added."""
-
-    def __init__(self, terms_of):
-        self.terms_of = terms_of
-        self.terms: dict[str, int] = {}
-        self.term_rows: list[int] = []
-        self.word_cols: list[int] = []
-        self.per_word: list[int] = []
-
-    def add(self, identifiers) -> None:
-        terms, term_rows, word_cols, per_word = self.terms, self.term_rows, self.word_cols, self.per_word
-        number = len(per_word)
-        for word in identifiers:
-            parts = self.terms_of(word)
-            per_word.append(len(parts))
-            for term in parts:
-                term_rows.append(terms.setdefault(term, len(terms)))
-                word_cols.append(number)
-            number += 1
-
-    def arrays(self):
-        term_rows = np.array(self.term_rows, dtype=np.int64)
-        order = np.argsort(term_rows, kind="stable")
-        term_ptr = np.concatenate([[0], np.cumsum(np.bincount(term_rows, minlength=len(self.terms)))]).astype(np.int64)
-        return (self.terms, term_ptr, np.array(self.word_cols, dtype=np.int64)[order],
-                np.array(self.per_word, dtype=np.float32))
+    terms: dict[str, int] = {}
+    term_rows, word_cols, per_word = [], [], []
+    for number, word in enumerate(identifiers):
+        parts = terms_of(word)
+        per_word.append(len(parts))
+        for term in parts:
+            term_rows.append(terms.setdefault(term, len(terms)))
+            word_cols.append(number)
+    term_rows = np.array(term_rows, dtype=np.int64)
+    order = np.argsort(term_rows, kind="stable")
+    term_ptr = np.concatenate([[0], np.cumsum(np.bincount(term_rows, minlength=len(terms)))]).astype(np.int64)
+    return terms, term_ptr, np.array(word_cols, dtype=np.int64)[order], np.array(per_word, dtype=np.float32)
 
 
 def _index_all(root: str, wanted, index_file, started):

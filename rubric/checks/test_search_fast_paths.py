@@ -224,20 +224,6 @@ def test_reading_in_a_kept_folder_refuses_what_opening_refuses(tmp_path):
         signal.alarm(0)
 
 
-def test_the_term_map_built_as_identifiers_come_is_the_one_built_at_once():
-    import context_index
-    import context_selector
-    words = ["getAbsoluteUrl", "get_absolute_url", "session", "SecureCookieSession", "x", "_", "URLs", "cached"]
-    whole = context_index._term_map(words, context_selector.RECIPE.terms_of)
-    pieces = context_index._TermMap(context_selector.RECIPE.terms_of)
-    for start in range(0, len(words), 3):
-        pieces.add(iter(words[start:start + 3]))
-    built = pieces.arrays()
-    assert list(built[0].items()) == list(whole[0].items())
-    for mine, theirs in zip(built[1:], whole[1:]):
-        assert mine.dtype == theirs.dtype and mine.tolist() == theirs.tolist()
-
-
 @pytest.mark.parametrize("size", [0, 1, 100, repo_files.READ_FIRST + 1, 3 * repo_files.READ_FIRST + 7])
 @pytest.mark.parametrize("limit", [1, 100, repo_files.READ_FIRST, 10 * repo_files.READ_FIRST])
 def test_read_at_most_reads_up_to_the_limit_whatever_size_it_is_told(tmp_path, size, limit):
