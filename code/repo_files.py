@@ -25,6 +25,8 @@ import unicodedata
 from collections import OrderedDict
 from contextlib import contextmanager
 from functools import lru_cache
+from itertools import islice
+from operator import attrgetter
 from pathlib import Path
 
 # Bounds on reading (tools.py re-exports them; its own bounds are there).
@@ -181,28 +183,28 @@ def iter_repo_files(repo_root):
     may change after the walk.
     """
     root = Path(repo_root).resolve()
-    stack = [(iter(_sorted_entries(root)), (), root)]
+    stack = [(iter(_sorted_entries(root)), "", 0, root)]  # (entries, rel of the folder + "/", depth, Path)
     count, folders = 0, 0
     while stack:
-        entries, rel, folder = stack[-1]
+        entries, prefix, depth, folder = stack[-1]
         entry = next(entries, None)
         if entry is None:
             stack.pop()
             continue
-        if excluded_name(entry.name):  # parents were judged on the way down
+        name = entry.name
+        if excluded_name(name):  # parents were judged on the way down
             continue
-        parts = rel + (entry.name,)
         try:
-            if entry.is_dir(follow_symlinks=False) and not _is_junction(entry):
-                if len(parts) < MAX_WALK_DEPTH:
+            if entry.is_dir(follow_symlinks=False) and not (_JUNCTIONS and _is_junction(entry)):
+                if depth + 1 < MAX_WALK_DEPTH:
                     folders += 1  # a virtualenv too: listing it is the work being bounded
                     if folders > MAX_WALK_DIRS:
                         return
                     inside = _sorted_entries(entry.path)
                     if not _lists_virtualenv(entry.path, inside):
-                        stack.append((iter(inside), parts, folder / entry.name))
+                        stack.append((iter(inside), f"{prefix}{name}/", depth + 1, _child(folder, name)))
             elif entry.is_file(follow_symlinks=False):  # skips symlinks, FIFOs, sockets, devices
-                yield folder / entry.name, "/".join(parts)  # cheaper than parsing entry.path
+                yield _child(folder, name), prefix + name  # no path is parsed: names are single parts
                 count += 1
                 if count >= MAX_WALK_FILES:
                     return
@@ -210,14 +212,31 @@ def iter_repo_files(repo_root):
             continue
 
 
+def _join_parsing(folder: Path, name: str) -> Path:
+    return folder / name
+
+
+# Building each file's Path with ``/`` parses the name again (4 times the cost of appending it, a
+# tenth of the walk); pathlib's own walkers append a known single part. Used only if it gives the same Path.
+_child = getattr(Path, "_make_child_relpath", None) or _join_parsing
+try:
+    if _child(Path(os.path.abspath("a")), "b.py") != Path(os.path.abspath("a")) / "b.py":
+        _child = _join_parsing
+except Exception:  # a Python whose private helper differs: the public way
+    _child = _join_parsing
+_JUNCTIONS = os.name == "nt"   # only Windows has junctions; elsewhere is_junction() is always False
+_BY_NAME = attrgetter("name")
+
+
 def _sorted_entries(folder) -> list:
     """A folder's entries by name; at most MAX_WALK_FILES of them (a million-file folder is cut)."""
     try:
         with os.scandir(folder) as scan:
-            entries = [entry for entry, _ in zip(scan, range(MAX_WALK_FILES))]
+            entries = list(islice(scan, MAX_WALK_FILES))
     except OSError:  # unreadable folder, or a path too long: nothing to show from it
         return []
-    return sorted(entries, key=lambda e: e.name)
+    entries.sort(key=_BY_NAME)
+    return entries
 
 
 def _lists_virtualenv(folder, entries) -> bool:
@@ -344,11 +363,41 @@ class TreeReader:
     def read(self, relative, limit: int, shown: str | None = None) -> bytes:
         """At most ``limit`` bytes of a file, opened as open() opens it; raises ToolError or OSError.
         A walk's own names can come as a tuple of parts (no parsing) with ``shown`` for errors."""
-        fd = self.open_fd(_parts_of(relative), want_dir=False, shown=shown)
+        parts = _parts_of(relative)
+        fd, size = self._open_kept_file(parts) if USE_DIR_FD else (None, None)
+        if fd is None:  # anything but a plain file in a kept folder: the general opener and its errors
+            fd = self.open_fd(parts, want_dir=False, shown=shown)
         try:
-            return read_at_most(fd, limit)
+            return read_at_most(fd, limit, size)
         finally:
             os.close(fd)
+
+    def _open_kept_file(self, parts: tuple[str, ...]) -> tuple[int | None, int | None]:
+        """open_fd(parts, want_dir=False) for the common case of a walk, in fewer Python calls (per
+        file, the general opener's cost as much as its system calls): a visible regular file with
+        one link, in a folder already kept open. The same checks in the same order: the name rule,
+        a look without following before opening (no device is opened), the kind and links of the
+        open descriptor. (descriptor, size of the open file), or (None, None) for anything else,
+        which open_fd then opens or refuses with its message."""
+        where = self._folders.get(parts[:-1]) if parts else None
+        if where is None or (self.judge and any(map(excluded_name, parts))):
+            return None, None
+        try:
+            if not stat.S_ISREG(os.stat(parts[-1], dir_fd=where, follow_symlinks=False).st_mode):
+                return None, None
+            fd = os.open(parts[-1], _READ_FLAGS | _NOFOLLOW, dir_fd=where)
+        except OSError:
+            return None, None
+        try:
+            st = os.fstat(fd)
+        except BaseException:
+            os.close(fd)
+            raise
+        if stat.S_ISREG(st.st_mode) and st.st_nlink <= 1:
+            self._folders.move_to_end(parts[:-1])
+            return fd, st.st_size
+        os.close(fd)
+        return None, None
 
     def open_fd(self, parts: tuple[str, ...], want_dir: bool, shown: str | None = None) -> int:
         """A new descriptor (the caller closes it) for the file or folder root/parts."""
@@ -381,6 +430,10 @@ class TreeReader:
 
         Folders down to MAX_WALK_DEPTH are kept; deeper ones (a hostile path, never a walk) are not.
         """
+        fd = self._folders.get(parts)  # a walk reads a folder's files one after another: kept already
+        if fd is not None:
+            self._folders.move_to_end(parts)
+            return fd, False
         have = min(len(parts), MAX_WALK_DEPTH)
         while have and parts[:have] not in self._folders:  # the longest kept prefix
             have -= 1
@@ -431,18 +484,22 @@ class TreeReader:
 READ_FIRST = 65_536                # bytes asked for by a file's first read: most source files fit
 
 
-def read_at_most(fd: int, limit: int) -> bytes:
+def read_at_most(fd: int, limit: int, size: int | None = None) -> bytes:
     """Up to ``limit`` bytes of the open regular file ``fd``, from where it stands.
 
     A read reserves memory for all it may return: asking for 2 MB to get a 5 KB file took 15 times
-    as long as the read itself, so the first read asks for READ_FIRST bytes. A read that returns
-    less than asked has reached the end of a regular file; a bigger file is read again in one read
-    (joining two parts copied the whole file once more, which cost more than reading it).
+    as long as the read itself, so the first read asks for READ_FIRST bytes, or, when the caller
+    knows the file's ``size`` (fstat of a file just opened, at its start), one byte more than that.
+    A read that returns less than asked has reached the end of a regular file; a bigger file is
+    read again in one read (joining two parts copied the whole file once more, which cost more
+    than reading it). A file that grew past its size (or lied about it) has the rest read after.
     """
-    first = min(limit, READ_FIRST)
+    first = min(limit, READ_FIRST if size is None or size < 0 else size + 1)
     data = os.read(fd, first)
-    if len(data) < first or first == limit:
+    if len(data) < first or first >= limit:
         return data
+    if size is not None and size >= 0:
+        return data + os.read(fd, limit - len(data))
     os.lseek(fd, -len(data), os.SEEK_CUR)
     return os.read(fd, limit)
 
@@ -673,18 +730,46 @@ def matching_lines(data: bytes, needle: str, low: bytes | None = None, start: in
 
 
 FOLD_STEP = 65_536                 # find_lowered lowers this much of a file at a time
+SAMPLE_BYTES = 4_096               # ... after judging which of the needle's bytes is rarest on this much
 
 
 def find_lowered(data: bytes, wanted: bytes) -> int:
     """``data.lower().find(wanted)`` for an ASCII ``wanted`` already lowered, one slice at a time:
     a big file without it (most files) never gets a lowered copy of its own size, which cost
-    more than the search itself. Slices overlap by len(wanted) - 1 bytes, so no match is cut."""
+    more than the search itself. Slices overlap by len(wanted) - 1 bytes, so no match is cut.
+
+    In a big file, slices are lowered only around the needle's rarest byte (judged on the file's
+    first bytes): a match holds that byte, in either case, at its place in the needle, and finding
+    one byte (bytes.find) is many times faster than lowering. A file without it is passed over
+    without lowering anything."""
     if len(data) <= FOLD_STEP:
         return data.lower().find(wanted)
-    for start in range(0, len(data), FOLD_STEP):
+    if not wanted:
+        return 0
+    sample, candidates = data[:SAMPLE_BYTES].lower(), sorted(set(wanted))
+    # A byte absent from the sample is the best guess; else the least counted on a quarter of it
+    # (counting each byte on all of it took as long as searching a 128 KB file).
+    rare = next((byte for byte in candidates if byte not in sample), None)
+    if rare is None:
+        quarter = sample[:SAMPLE_BYTES // 4]
+        rare = min(candidates, key=quarter.count)
+    at_in_needle = wanted.index(rare)
+    variants = [bytes([rare])] + ([bytes([rare - 32])] if 97 <= rare <= 122 else [])  # b"k", b"K"
+    seen = [-2] * len(variants)  # where each variant was last found (-1: nowhere after that)
+    start = 0
+    while start < len(data):
+        # A match at p >= start has the rare byte at p + at_in_needle: skip to where that can be.
+        for i, variant in enumerate(variants):
+            if seen[i] != -1 and seen[i] < start + at_in_needle:
+                seen[i] = data.find(variant, start + at_in_needle)
+        found = [at for at in seen if at >= 0]
+        if not found:
+            return -1
+        start = min(found) - at_in_needle
         at = data[start:start + FOLD_STEP + len(wanted) - 1].lower().find(wanted)
         if at >= 0:
             return start + at
+        start += FOLD_STEP
     return -1
 
 

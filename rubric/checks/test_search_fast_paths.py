@@ -148,3 +148,91 @@ def test_a_fifo_or_a_file_where_a_folder_should_be_is_refused_at_once(tmp_path):
                     tree.read(bad, 100)
     finally:
         signal.alarm(0)
+
+
+# --------------------------------------------------------------------------- skipping to the rarest byte
+
+def test_find_lowered_agrees_with_lowering_the_whole_file_wherever_the_rare_byte_is():
+    # Big files (the anchored path): the needle's rarest byte absent, only before the match, only
+    # in the other case, cut by a slice edge, and matches in mixed case; a fixed seed, many cases.
+    import random
+    rng = random.Random(29)
+    step = repo_files.FOLD_STEP
+    for _ in range(400):
+        size = rng.choice([step + 1, 2 * step + 5, 3 * step + 17])
+        filler = rng.choice([b"x", b"ab", b"aB_ ", b"abcdeKkXx_ (\n"])
+        data = bytearray((filler * (size // len(filler) + 1))[:size])
+        wanted = bytes(rng.choice(b"abkqx_( ") for _ in range(rng.randint(1, 7)))
+        for _ in range(rng.randint(0, 3)):  # matches, in either case
+            at = rng.randrange(size)
+            data[at:at + len(wanted)] = bytes(c - 32 if 97 <= c <= 122 and rng.random() < 0.5 else c for c in wanted)
+        for _ in range(rng.randint(0, 5)):  # stray copies of bytes the needle holds
+            data[rng.randrange(size)] = rng.choice(b"kKqQ(")
+        data = bytes(data[:size])
+        assert repo_files.find_lowered(data, wanted) == data.lower().find(wanted), (filler, wanted)
+
+
+def test_a_match_far_into_a_big_file_is_numbered_as_the_plain_reading_numbers_it(tmp_path):
+    # search_code looks at a big file from its first match's line on: the numbers must not move.
+    head = "x = 1\r\n" * (2 * repo_files.FOLD_STEP // 7) + "y = 2\n"
+    data = (head + "a = NEEDLE\r\nb = 1\nneedle(needle)\n" + "z\n" * 100 + "last needle").encode()
+    (tmp_path / "big.py").write_bytes(data)
+    result = tools.search_code(tmp_path, "needle")
+    numbers = _numbered(data, "needle")
+    assert numbers[0] > 2 * repo_files.FOLD_STEP // 7
+    assert [line.split(":")[1] for line in result.splitlines()] == [str(n) for n in numbers], result
+    for i in range(tools.MAX_SEARCH_HITS):  # and counted without numbers past the shown hits
+        (tmp_path / f"a{i:02}.py").write_text("needle\n")
+    assert f"of {tools.MAX_SEARCH_HITS + len(numbers):,} matches" in tools.search_code(tmp_path, "needle")
+
+
+# --------------------------------------------------------------------------- opening in a kept folder
+
+def test_the_walk_gives_each_file_the_path_its_name_gives(tmp_path):
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    for rel in ("a.py", "pkg/b.py", "pkg/sub/c d.py", "pkg/sub/\u00e9.py"):
+        (tmp_path / rel).write_text("x\n")
+    walked = list(tools.iter_repo_files(tmp_path))
+    assert [rel for _, rel in walked] == ["a.py", "pkg/b.py", "pkg/sub/c d.py", "pkg/sub/\u00e9.py"]
+    assert all(path == tmp_path.resolve().joinpath(*rel.split("/")) and str(path) == str(tmp_path.resolve() / rel)
+               for path, rel in walked)
+
+
+@pytest.mark.skipif(not repo_files.USE_DIR_FD, reason="without openat() no folder is kept open")
+def test_reading_in_a_kept_folder_refuses_what_opening_refuses(tmp_path):
+    (tmp_path / "ok.py").write_text("x = 1\n")
+    (tmp_path / "linked.py").write_text("secret\n")
+    os.link(tmp_path / "linked.py", tmp_path / "second.py")
+    os.symlink("ok.py", tmp_path / "sym.py")
+    (tmp_path / ".env").write_text("KEY=1\n")
+    (tmp_path / "folder").mkdir()
+    kinds = ["linked.py", "second.py", "sym.py", ".env", "folder", "missing.py"]
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "pipe.py")
+        kinds.append("pipe.py")
+    signal.alarm(10)  # a FIFO opened for reading would wait for a writer forever
+    try:
+        with repo_files.TreeReader(tmp_path) as tree:
+            assert tree.read("ok.py", 100) == b"x = 1\n"  # the root is kept open now
+            for rel in kinds:
+                with pytest.raises(tools.ToolError) as read_error:
+                    tree.read((rel,), 100, shown=rel)
+                with pytest.raises(tools.ToolError) as open_error:
+                    tree.open(rel)
+                assert str(read_error.value) == str(open_error.value), rel
+    finally:
+        signal.alarm(0)
+
+
+@pytest.mark.parametrize("size", [0, 1, 100, repo_files.READ_FIRST + 1, 3 * repo_files.READ_FIRST + 7])
+@pytest.mark.parametrize("limit", [1, 100, repo_files.READ_FIRST, 10 * repo_files.READ_FIRST])
+def test_read_at_most_reads_up_to_the_limit_whatever_size_it_is_told(tmp_path, size, limit):
+    # The size comes from fstat; the file may have grown or shrunk since (or report 0, as /proc does).
+    data = os.urandom(size)
+    (tmp_path / "f").write_bytes(data)
+    for told in sorted({0, max(size - 1, 0), size, size + 5, 10 * size}):
+        fd = os.open(tmp_path / "f", os.O_RDONLY)
+        try:
+            assert repo_files.read_at_most(fd, limit, told) == data[:limit], told
+        finally:
+            os.close(fd)

@@ -22,7 +22,7 @@ from pathlib import Path
 
 # Reading an untrusted repository (provided; see repo_files.py). Re-exported: tools.<name> works.
 from repo_files import (  # noqa: F401
-    BINARY_SNIFF_BYTES, EXCLUDED_DIRS, KEY_FILE_NAMES, MAX_ECHO_CHARS, MAX_LINE_CHARS, MAX_SCAN_BYTES,
+    BINARY_SNIFF_BYTES, EXCLUDED_DIRS, FOLD_STEP, KEY_FILE_NAMES, MAX_ECHO_CHARS, MAX_LINE_CHARS, MAX_SCAN_BYTES,
     MAX_WALK_DEPTH, MAX_WALK_DIRS, MAX_WALK_FILES, SECRET_FILE_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
     VIRTUALENV_MARKERS, ToolError, TreeReader, count_lines, count_matching_lines, current_record, display_path,
     excluded_name, find_lowered, is_excluded, is_virtualenv, iter_repo_files, matching_lines, open_in_root,
@@ -256,7 +256,11 @@ def search_code(repo_root, query) -> str:
                 continue
             if not ascii_query and needle not in data.decode("utf-8", "replace").lower():
                 continue
-            low = data.lower() if ascii_query else None  # a match: lowered whole, once
+            skipped = 0  # lines before the first match's line: not lowered, not looked at again
+            if ascii_query and first >= FOLD_STEP:  # a big file's first match far in: start at its line
+                cut = data.rfind(b"\n", 0, first) + 1
+                skipped, data, first = data.count(b"\n", 0, cut), data[cut:], first - cut
+            low = data.lower() if ascii_query else None  # a match: lowered (from there) once
             if ascii_query and len(hits) >= MAX_SEARCH_HITS:  # none of it is shown: count lines, no numbers
                 found = count_matching_lines(data, low, needle_bytes, first, MAX_SEARCH_MATCHES + 1 - total)
                 if total + found > MAX_SEARCH_MATCHES:  # a match past the cap: the count is "more than"
@@ -265,6 +269,7 @@ def search_code(repo_root, query) -> str:
                 total += found
                 continue
             for number, line in matching_lines(data, needle, low, first):
+                number += skipped
                 if total >= MAX_SEARCH_MATCHES:  # a match past the cap: the count is "more than"
                     stopped = f"{MAX_SEARCH_MATCHES:,} matching lines"
                     break
