@@ -182,7 +182,7 @@ def load_index(repo_root, cache_dir=None) -> LexicalIndex:
 
 # --------------------------------------------------------------------------- words
 
-_terms_memo: dict[str, tuple[str, ...]] = {}
+_terms_memo: dict = {}  # identifier -> its terms (identifier_terms); (part,) -> its stem (index_terms)
 
 
 def identifier_terms(word: str) -> tuple[str, ...]:
@@ -318,7 +318,14 @@ def index_terms(word: str) -> tuple[str, ...]:
     terms = identifier_terms(word)
     if not STEM:
         return terms
-    return tuple(dict.fromkeys(stem(t) for t in terms))
+    memo = _terms_memo  # a repository's identifiers share their parts: each part is stemmed once
+    stems = []
+    for term in terms:
+        cut = memo.get((term,))
+        if cut is None:
+            cut = memo[(term,)] = stem(term)
+        stems.append(cut)
+    return tuple(dict.fromkeys(stems)) if len(stems) > 1 else tuple(stems)
 
 
 def stem(term: str) -> str:
