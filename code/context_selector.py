@@ -112,7 +112,7 @@ BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
 RRF_K = 60                        # reciprocal-rank fusion constant (the usual value)
 DENSE_WEIGHT = 0.3                # dense scores' weight beside lexical ones, both scaled to 1 (fuse_scores)
-DENSE_MARGIN = 0.1                # a lexical lead this large leaves dense no say (fuse_scores)
+DENSE_MARGIN = 0.05               # a lexical lead this large leaves dense no say (fuse_scores)
 INDEX_VERSION = 7                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")

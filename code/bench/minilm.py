@@ -66,6 +66,7 @@ class MiniLM:
     """``embed(texts) -> (n, 384) float32`` unit vectors; ``name`` keys embeddings.VectorStore's cache."""
 
     name = "all-MiniLM-L6-v2 (numpy, 128 tokens)"
+    max_chunks = 20_000  # local and free: a whole tree may be embedded (embeddings' cap guards a provider's bill)
 
     def __init__(self, model_dir):
         from tokenizers import Tokenizer
