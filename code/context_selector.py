@@ -325,7 +325,7 @@ def index_terms(word: str) -> tuple[str, ...]:
         if cut is None:
             cut = memo[(term,)] = stem(term)
         stems.append(cut)
-    return tuple(dict.fromkeys(stems)) if len(stems) > 1 else tuple(stems)
+    return tuple(dict.fromkeys(stems))
 
 
 def stem(term: str) -> str:
@@ -366,6 +366,7 @@ def score_chunks(index: LexicalIndex, terms, intent: str = "code") -> np.ndarray
         norm = index.memo["bm25_norm"] = BM25_K1 * (1 - BM25_B + BM25_B * index.chunk_length / max(mean, 1.0))
     total = np.zeros(index.n_chunks, dtype=np.float64)
     whole = np.zeros(len(index.files), dtype=np.float64) if FILE_WEIGHT else None
+    file_norm = _file_norm(index) if FILE_WEIGHT else None
     for term in terms:
         counts = index.term_counts(term)
         if counts is None:
@@ -375,7 +376,7 @@ def score_chunks(index: LexicalIndex, terms, intent: str = "code") -> np.ndarray
         total += idf * counts * (BM25_K1 + 1) / (counts + norm)
         if whole is not None:
             in_file = np.bincount(index.chunk_file, weights=counts, minlength=len(index.files))
-            whole += idf * in_file * (BM25_K1 + 1) / (in_file + _file_norm(index))
+            whole += idf * in_file * (BM25_K1 + 1) / (in_file + file_norm)
     if whole is not None:
         total += FILE_WEIGHT * whole[index.chunk_file]
     return total * role_prior(index, intent)
