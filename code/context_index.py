@@ -40,7 +40,7 @@ PROGRESS_AFTER_SECONDS = 2.0      # say what is happening when indexing is slow
 PARALLEL_MIN_BYTES = 4_000_000    # below this, starting worker processes costs more than it saves
 FILES_PER_BATCH = 64              # files a worker reads with one TreeReader (neighbours share folders)
 BATCH_BYTES = 1_000_000           # ... and at most this much text, so stopping at a budget wastes little
-STORAGE_VERSION = 1               # bump when the arrays stored below change
+STORAGE_VERSION = 2               # bump when the arrays stored below change
 
 
 @dataclass
@@ -48,7 +48,8 @@ class FileChunks:
     """One file's chunks and the identifiers counted in each, packed for sending between processes.
 
     Chunk i spans lines ``spans[2i]..spans[2i+1]`` and owns ``sizes[i]`` consecutive entries of
-    ``words`` (one newline-joined string) and ``counts``. Packed, because a worker process sends this
+    ``words`` (one newline-joined string), ``counts`` and ``own``: ``counts`` with the words a
+    chunk's path, heading or name add (boosts), ``own`` its text's counts alone. Packed, because a worker process sends this
     back, and a million small objects take longer to send than to compute.
     """
 
@@ -57,6 +58,7 @@ class FileChunks:
     sizes: array
     words: str
     counts: array
+    own: array
 
 
 @dataclass(frozen=True)
@@ -121,13 +123,15 @@ class LexicalIndex:
     """Every chunk's identifier counts, stored as an inverted index.
 
     Stored per identifier: ``postings[word_ptr[w]:word_ptr[w+1]]`` are the chunks that contain
-    identifier w, and ``tf`` the same slice holds how often. A term ("session") maps to every
+    identifier w, and ``tf`` the same slice holds how often (``tf_own``: in the chunk's text alone,
+    without the words its path, heading or name add; ``own_length`` the chunks' lengths so counted). A term ("session") maps to every
     identifier that contains it (``session``, ``SecureCookieSession``, ``session_class``...):
     ``term_words[term_ptr[t]:term_ptr[t+1]]``. ``term_counts`` gives one term's column of the
     chunk-by-term matrix; context_selector.score_chunks turns columns into BM25 scores.
     """
 
-    def __init__(self, root, files, hashes, chunks, terms, term_ptr, term_words, word_ptr, postings, tf):
+    def __init__(self, root, files, hashes, chunks, terms, term_ptr, term_words, word_ptr, postings, tf, tf_own,
+                 own_length):
         self.root = Path(root)
         self.files = files                # [(rel, size, mtime_ns)] for every visible file
         self.hashes = hashes              # rel -> content hash, for indexed files
@@ -135,6 +139,7 @@ class LexicalIndex:
         self.terms = terms                # term -> row of term_ptr
         self.term_ptr, self.term_words = term_ptr, term_words
         self.word_ptr, self.postings, self.tf = word_ptr, postings, tf
+        self.tf_own, self.own_length = tf_own, own_length
         self.folders: list[tuple[str, int]] = []  # [(rel, mtime_ns)] watched for added/removed files
         self.taken_ns = 0                 # when files and folders were listed
         self.memo: dict = {}              # per-index values the selector derives once (role weights...)
@@ -143,14 +148,16 @@ class LexicalIndex:
     def n_chunks(self) -> int:
         return len(self.chunk_start)
 
-    def term_counts(self, term: str) -> np.ndarray | None:
-        """How often ``term`` occurs in each chunk, over every identifier that contains it."""
+    def term_counts(self, term: str, own: bool = False) -> np.ndarray | None:
+        """How often ``term`` occurs in each chunk, over every identifier that contains it
+        (``own``: in the chunk's text alone, not in the words its path, heading or name add)."""
         row = self.terms.get(term)
         if row is None:
             return None
         words = self.term_words[self.term_ptr[row]:self.term_ptr[row + 1]]
         where = _concatenated_ranges(self.word_ptr[words], self.word_ptr[words + 1])
-        return np.bincount(self.postings[where], weights=self.tf[where], minlength=self.n_chunks)
+        tf = self.tf_own if own else self.tf
+        return np.bincount(self.postings[where], weights=tf[where], minlength=self.n_chunks)
 
     def chunk_path(self, chunk: int) -> str:
         return self.files[self.chunk_file[chunk]][0]
@@ -180,7 +187,7 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
     position = {rel: i for i, (_, rel, _, _) in enumerate(listing)}
     words: dict[str, int] = defaultdict()
     words.default_factory = words.__len__  # a new identifier gets the next number
-    hashes, chunk_file, spans, sizes, ids, counts = {}, array("i"), array("i"), array("i"), [], array("i")
+    hashes, chunk_file, spans, sizes, ids, counts, own = {}, array("i"), array("i"), array("i"), [], array("i"), array("i")
     results = _index_all(str(root), wanted, recipe.index_file, started)
     try:
         for (_, rel, _), (digest, found) in zip(wanted, results):
@@ -192,6 +199,7 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
             sizes.extend(found.sizes)
             ids.extend(map(words.__getitem__, found.words.split("\n")))
             counts.extend(found.counts)
+            own.extend(found.own)
             if len(sizes) >= MAX_INDEX_CHUNKS and len(hashes) < len(wanted):
                 print(f"context: indexed the first {len(hashes):,} of {len(wanted):,} files: they hold "
                       f"{len(sizes):,} chunks, the index's budget; point --repo at a sub-folder for the rest",
@@ -201,6 +209,7 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
         results.close()  # stops the workers still reading files past the budget
     ids = np.array(ids, dtype=np.int64)
     tf = np.frombuffer(counts, dtype=np.int32).astype(np.float32)
+    tf_own = np.frombuffer(own, dtype=np.int32).astype(np.float32)
     rows = np.repeat(np.arange(len(sizes), dtype=np.int32), np.frombuffer(sizes, dtype=np.int32))
     terms, term_ptr, term_words, terms_per_word = _term_map(list(words), recipe.terms_of)
     order = np.argsort(ids, kind="stable")  # group the entries by identifier
@@ -208,10 +217,11 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
     bounds = np.frombuffer(spans, dtype=np.int32).reshape(-1, 2)
     # A chunk's length counts every term, as a question sees it: order_total is three.
     length = np.bincount(rows, weights=tf * terms_per_word[ids], minlength=len(sizes)).astype(np.float32)
+    own_length = np.bincount(rows, weights=tf_own * terms_per_word[ids], minlength=len(sizes)).astype(np.float32)
     chunks = (np.frombuffer(chunk_file, dtype=np.int32).copy(), bounds[:, 0].copy(), bounds[:, 1].copy(), length)
     _progress_done(started, len(hashes), len(sizes))
     return LexicalIndex(root, [(rel, size, mtime) for _, rel, size, mtime in listing], hashes, chunks,
-                        terms, term_ptr, term_words, word_ptr, rows[order], tf[order])
+                        terms, term_ptr, term_words, word_ptr, rows[order], tf[order], tf_own[order], own_length)
 
 
 def within_budget(files, root=None) -> list[tuple[str, str, int]]:
@@ -465,7 +475,8 @@ def _cache_file(root: Path, recipe: Recipe, cache_dir) -> Path | None:
     return folder / f"index-{repo_key(root, f'{STORAGE_VERSION}.{recipe.version}:')}.npz"
 
 
-ARRAYS = ("chunk_file", "chunk_start", "chunk_end", "chunk_length", "term_ptr", "term_words", "word_ptr", "postings", "tf")
+ARRAYS = ("chunk_file", "chunk_start", "chunk_end", "chunk_length", "term_ptr", "term_words", "word_ptr", "postings", "tf",
+          "tf_own", "own_length")
 NOT_INDEXED = "-"  # in the stored hashes: a visible file the index did not read (too big, generated)
 
 
@@ -502,7 +513,8 @@ def _read_cache(cache: Path, root: Path, recipe: Recipe) -> LexicalIndex | None:
 def _write_cache(cache: Path, index: LexicalIndex, recipe: Recipe) -> None:
     meta = {"version": f"{STORAGE_VERSION}.{recipe.version}", "root": str(index.root), "taken_ns": index.taken_ns}
     arrays = dict(zip(ARRAYS, (index.chunk_file, index.chunk_start, index.chunk_end, index.chunk_length,
-                               index.term_ptr, index.term_words, index.word_ptr, index.postings, index.tf)))
+                               index.term_ptr, index.term_words, index.word_ptr, index.postings, index.tf,
+                               index.tf_own, index.own_length)))
     rels = [rel for rel, _, _ in index.files]
     arrays.update(
         meta=np.frombuffer(json.dumps(meta).encode("utf-8"), dtype=np.uint8),

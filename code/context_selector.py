@@ -11,6 +11,8 @@ How (the retrieval you built in Projects 03/04, applied to source files), in the
   3. Score: embed every chunk and the question as vectors, and rank chunks by their dot product,
      scaled by the file's role (source 1.0; docs 0.7; tests and changelogs 0.5; a question
      about tests puts tests at 1.0 and source at 0.7, a how-to or why question docs at 1.0).
+     A how-to question also weighs every word it is asked in, stop words too, against the
+     chunks' own text (literal_scores): the docs use the words such questions are asked in.
      A file ranks by its best chunk plus a share of its second best.
   4. Pick the best chunks of the top-k files, within a character budget.
   5. Render them with line numbers, the way read_file shows a file.
@@ -68,6 +70,7 @@ HEADING_WEIGHT = 3                # a doc section's heading path (page title, se
 NAME_WEIGHT = 2                   # a Python chunk's definition name (def/class): its words count 2 more times
 SECOND_CHUNK_WEIGHT = 0.3         # a file's second-best chunk adds this share of its score (file_scores)
 FILE_WEIGHT = 0.1                 # a chunk also gets this share of its whole file's BM25 score (score_chunks)
+LITERAL_WEIGHT = 0.75             # a how-to question's literal_scores, beside score_chunks' (lexical_scores)
 STEM = True                       # fold -ed/-ing/-e endings too, so "compared" meets compare_digest
 # British -ise spellings folded into -ize (with STEM): a learner who writes "serialised" or
 # "customise" meets the code's serialize and the docs' "customize".
@@ -161,7 +164,7 @@ def select_context(question, repo_root, k=DEFAULT_TOP_FILES, embed=None, cache_d
     if index.n_chunks == 0 or k < 1:
         return []
     terms, intent = question_terms(question), question_intent(question)
-    scores = score_chunks(index, terms, intent)               # 3. score
+    scores = lexical_scores(index, question, terms, intent)   # 3. score
     if embed is not None:                                     #    + dense vectors, if configured
         try:
             dense = dense_chunk_scores(index, question, embed, cache_dir, intent)
@@ -280,7 +283,7 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
     # A file's name is strong evidence of its topic; __init__ and __main__ say nothing about it.
     in_path = [w for w in IDENTIFIER.findall(rel.rsplit(".", 1)[0]) if not (DUNDER_PATHS and w.startswith("__"))]
     path_words = in_path * PATH_WEIGHT
-    spans, sizes, words, counts = array("i"), array("i"), [], array("i")
+    spans, sizes, words, counts, own_counts = array("i"), array("i"), [], array("i"), array("i")
     titles = headings(lines) if rel.lower().endswith(DOC_SUFFIXES) and HEADING_WEIGHT else {}
     title_words: list[str] = []
     is_python = rel.endswith(".py") and NAME_WEIGHT > 0
@@ -290,12 +293,14 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
         own = IDENTIFIER.findall("\n".join(lines[start - 1:end]))
         if own:  # blank lines between definitions carry nothing
             name = _definition_name(lines, start, end) if is_python else None
-            found = Counter(own + path_words + title_words + [name] * NAME_WEIGHT if name else own + path_words + title_words)
+            text = Counter(own)
+            found = text + Counter(path_words + title_words + [name] * NAME_WEIGHT if name else path_words + title_words)
             spans.extend((start, end))
             sizes.append(len(found))
             words.extend(found)
             counts.extend(found.values())
-    return digest, FileChunks(digest, spans, sizes, "\n".join(words), counts)
+            own_counts.extend(text[w] for w in found)  # 0 for a word only the path, heading or name has
+    return digest, FileChunks(digest, spans, sizes, "\n".join(words), counts, own_counts)
 
 
 def _definition_name(lines, start: int, end: int) -> str | None:
@@ -380,6 +385,44 @@ def score_chunks(index: LexicalIndex, terms, intent: str = "code") -> np.ndarray
     if whole is not None:
         total += FILE_WEIGHT * whole[index.chunk_file]
     return total * role_prior(index, intent)
+
+
+def lexical_scores(index: LexicalIndex, question: str, terms=None, intent=None) -> np.ndarray:
+    """score_chunks for the question's terms and intent; a how-to question also gets its
+    literal_scores, LITERAL_WEIGHT of them, scaled to the same best score."""
+    terms = question_terms(question) if terms is None else terms
+    intent = question_intent(question) if intent is None else intent
+    scores = score_chunks(index, terms, intent)
+    if intent != "howto" or not LITERAL_WEIGHT:
+        return scores
+    literal = literal_scores(index, question) * role_prior(index, intent)
+    best, best_literal = float(scores.max(initial=0.0)), float(literal.max(initial=0.0))
+    if best_literal > 0:
+        scores = scores + LITERAL_WEIGHT * literal * ((best or 1.0) / best_literal)
+    return scores
+
+
+def literal_scores(index: LexicalIndex, question: str) -> np.ndarray:
+    """BM25 of every word of the question, stop words too, over each chunk's own text (without the
+    words its path, heading or name add), with no file score.
+
+    "How do I ...", "can I ...", "you should ...": the docs are written in the words a how-to
+    question is asked in, and code rarely uses them, so here those words are evidence. The path
+    and name boosts that serve questions about code favour code files for these questions
+    (bench/README.md: doc questions, MRR +0.03 over nine question sets).
+    """
+    norm = index.memo.get("bm25_own_norm")
+    if norm is None:
+        mean = float(index.own_length.mean()) if index.n_chunks else 1.0
+        norm = index.memo["bm25_own_norm"] = BM25_K1 * (1 - BM25_B + BM25_B * index.own_length / max(mean, 1.0))
+    total = np.zeros(index.n_chunks, dtype=np.float64)
+    for term in dict.fromkeys(t for w in IDENTIFIER.findall(question) for t in index_terms(w) if len(t) > 1):
+        counts = index.term_counts(term, own=True)
+        df = np.count_nonzero(counts) if counts is not None else 0
+        if df:
+            idf = np.log1p((index.n_chunks - df + 0.5) / (df + 0.5))
+            total += idf * counts * (BM25_K1 + 1) / (counts + norm)
+    return total
 
 
 def _file_norm(index: LexicalIndex) -> np.ndarray:

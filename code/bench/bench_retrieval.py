@@ -4,7 +4,7 @@
     python bench/bench_retrieval.py --set v1     # the first set: 50 questions over flask and requests
     python bench/bench_retrieval.py --set v3-tune --trees DIR      # 190 questions over five other sdists,
     python bench/bench_retrieval.py --set v3-heldout --trees DIR   # and the 95 held back (questions_v3/README.md)
-    python bench/bench_retrieval.py --set v7,v8 --trees DIR7,DIR8  # questions_v4..v8: 100 each, four sdists each
+    python bench/bench_retrieval.py --set v7,v8 --trees DIR7,DIR8  # questions_v4..v10: 100 each, four sdists each
     python bench/bench_retrieval.py --ablate     # also each scoring choice switched off, paired with the default
     python bench/bench_retrieval.py --check      # verify the set: relevant files exist, citations hold
     python bench/bench_retrieval.py -v           # also list the questions the lexical ranker misses
@@ -73,7 +73,7 @@ SETS = {"v2": Path(__file__).with_name("retrieval_questions_v2.jsonl"),
         "v1": Path(__file__).with_name("retrieval_questions.jsonl"),
         "v3-tune": Path(__file__).with_name("questions_v3") / "tune.jsonl",        # with --trees: five sdists
         "v3-heldout": Path(__file__).with_name("questions_v3") / "heldout.jsonl",  # (questions_v3/README.md)
-        **{f"v{n}": Path(__file__).with_name(f"questions_v{n}") / "heldout.jsonl" for n in range(4, 9)}}  # with --trees
+        **{f"v{n}": Path(__file__).with_name(f"questions_v{n}") / "heldout.jsonl" for n in range(4, 11)}}  # with --trees
 PLAIN_K1, PLAIN_B = 1.2, 0.75     # the baseline's constants, fixed whatever the selector uses
 
 
@@ -133,7 +133,7 @@ class PlainBM25:
 
 
 def lexical_ranking(index, question: str) -> list[str]:
-    return file_ranking(index, cs.score_chunks(index, cs.question_terms(question), cs.question_intent(question)))
+    return file_ranking(index, cs.lexical_scores(index, question))
 
 
 def explain(index, q) -> None:
@@ -174,7 +174,9 @@ MORE_STOPWORDS = frozenset(
 # A variant patches context_selector while the index is built and the questions are ranked.
 NARROW_HOWTO = re.compile(  # HOWTO before issue 29's fourth round
     r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentation|documented|tutorial)\b", re.IGNORECASE)
-AS_ON_6DABE85 = {"HOWTO": NARROW_HOWTO, "CHECKED_WHERE": None, "META_ROLE": False, "FILE_WEIGHT": 0, "CONTRACTIONS": frozenset()}  # the fourth round's choices off
+AS_ON_ABE11A2 = {"LITERAL_WEIGHT": 0}  # the fifth round's choice off
+AS_ON_6DABE85 = {**AS_ON_ABE11A2, "HOWTO": NARROW_HOWTO, "CHECKED_WHERE": None, "META_ROLE": False, "FILE_WEIGHT": 0,
+                 "CONTRACTIONS": frozenset()}  # and the fourth round's
 ABLATIONS = {
     "no role weights": {"ROLE_WEIGHTS": {role: 1.0 for role in cs.ROLE_WEIGHTS}, "INTENT_WEIGHTS": {}},
     "no question intent": {"INTENT_WEIGHTS": {}},
@@ -206,6 +208,8 @@ ABLATIONS = {
     "no checked-where": {"CHECKED_WHERE": None},
     "doc weight 0.8": {"ROLE_WEIGHTS": {**cs.ROLE_WEIGHTS, "doc": 0.8}},
     "narrow howto": {"HOWTO": NARROW_HOWTO},
+    "as on abe11a2": AS_ON_ABE11A2,
+    "literal 0.5": {"LITERAL_WEIGHT": 0.5}, "literal 1": {"LITERAL_WEIGHT": 1.0},
     "as on 6dabe85": AS_ON_6DABE85,
     "as on 962e0be": {**AS_ON_6DABE85, "ISE": None, "OPTION_LETTER": None, "DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
 }
@@ -318,7 +322,7 @@ def rank_all(questions, roots, variants, embed=None, cache=None, dense_weights=(
                 explain(index, q)
             if embed is not None:  # as select_context combines them
                 intent = cs.question_intent(q["question"])
-                lexical = cs.score_chunks(index, cs.question_terms(q["question"]), intent)
+                lexical = cs.lexical_scores(index, q["question"])
                 dense = cs.dense_chunk_scores(index, q["question"], embed, cache, intent)
                 ranks["dense"].append(first_relevant_rank(file_ranking(index, dense), q["relevant"]))
                 ranks["lexical + dense"].append(first_relevant_rank(
@@ -370,7 +374,7 @@ def report(questions, ranks, baseline="plain BM25", main="lexical") -> None:
 def main() -> int:
     global CORPUS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", default="v2", help="v1, v2, v3-tune, v3-heldout, v4..v8 or a JSON-lines file; several joined by commas (v3 on: with --trees)")
+    parser.add_argument("--set", default="v2", help="v1, v2, v3-tune, v3-heldout, v4..v10 or a JSON-lines file; several joined by commas (v3 on: with --trees)")
     parser.add_argument("--trees", metavar="DIR", help="the folder(s), comma-separated, of unpacked sdists the --set repositories name")
     parser.add_argument("--ablate", action="store_true", help="also rank with each ABLATIONS variant")
     parser.add_argument("--variants", default="", help='only these ABLATIONS, e.g. "as on 962e0be,doc windows"')

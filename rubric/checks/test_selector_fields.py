@@ -104,3 +104,52 @@ def test_a_question_in_british_spelling_finds_the_section(tmp_path):
     snippets = cs.select_context("How do I customise how values are serialised?", tmp_path, k=1,
                                  cache_dir=tmp_path / "cache")
     assert snippets and snippets[0].path == "docs/extending.rst", snippets
+
+
+def _howto_repo(tmp_path):
+    root = tmp_path / "repo"
+    (root / "docs").mkdir(parents=True)
+    (root / "proxy").mkdir()
+    (root / "proxy" / "client_address.py").write_text(
+        'def forwarded_client_address(headers):\n    """The client address a proxy forwarded in its headers."""\n'
+        '    return headers.get("X-Forwarded-For", "").split(",")[0].strip()\n\n\n'
+        'def trusted_proxy(headers, proxies):\n    return headers.get("X-Real-Ip") in proxies\n')
+    (root / "docs" / "hosting.md").write_text(
+        "# Deploying\n\n## Behind a proxy\n\nWhen you run it behind a proxy, this is how you do it: tell it how many\n"
+        "hops there are in front of it, and it will see what you want to see.\n\n## Workers\n\n"
+        "Start as many workers as you have cores.\n")
+    for i in range(6):
+        (root / f"mod{i}.py").write_text(f"def f{i}(x):\n    return x + {i}\n")
+    return cs.load_index(root, tmp_path / "cache")
+
+
+def _best_file(index, scores):
+    return index.files[int(cs.file_scores(index, scores).argmax())][0]
+
+
+def test_a_how_to_question_also_weighs_its_plain_words_in_the_chunks_own_text(tmp_path, monkeypatch):
+    """The docs answer in the question's own words ("how", "you", "run", "when"); the source file
+    matches by its path and definition names, which the literal score leaves out."""
+    index = _howto_repo(tmp_path)
+    question = "How do I make it see the real client address when I run behind a proxy?"
+    assert cs.question_intent(question) == "howto"
+    assert _best_file(index, cs.lexical_scores(index, question)) == "docs/hosting.md"
+    monkeypatch.setattr(cs, "LITERAL_WEIGHT", 0)  # as before: the path and name words win
+    assert _best_file(index, cs.lexical_scores(index, question)) == "proxy/client_address.py"
+
+
+def test_the_literal_score_counts_a_chunks_own_text_not_its_path_or_name(tmp_path):
+    index = _howto_repo(tmp_path)
+    first = [c for c in range(index.n_chunks) if index.chunk_path(c) == "proxy/client_address.py"][0]
+    assert cs.score_chunks(index, ["client"])[first] > 0 and cs.literal_scores(index, "client")[first] > 0
+    assert index.term_counts("client")[first] > index.term_counts("client", own=True)[first] > 0  # path, name added
+    assert cs.score_chunks(index, list(cs.index_terms("hosting"))).max() > 0  # the page's path holds it...
+    assert cs.literal_scores(index, "hosting").max() == 0  # ...its text does not
+    assert cs.literal_scores(index, "how").max() > 0  # a stop word counts here
+
+
+def test_only_how_to_questions_get_the_literal_score(tmp_path):
+    index = _howto_repo(tmp_path)
+    question = "Where does forwarded_client_address read the header?"
+    assert cs.question_intent(question) == "code"
+    assert (cs.lexical_scores(index, question) == cs.score_chunks(index, cs.question_terms(question), "code")).all()
