@@ -174,7 +174,7 @@ MORE_STOPWORDS = frozenset(
 # A variant patches context_selector while the index is built and the questions are ranked.
 NARROW_HOWTO = re.compile(  # HOWTO before issue 29's fourth round
     r"\bhow (do|can|should|would) (i|we|you)\b|\b(docs|documentation|documented|tutorial)\b", re.IGNORECASE)
-AS_ON_ABE11A2 = {"LITERAL_WEIGHT": 0}  # the fifth round's choice off
+AS_ON_ABE11A2 = {"LITERAL_WEIGHT": 0, "USER_GOAL": None}  # the fifth round's choices off
 AS_ON_6DABE85 = {**AS_ON_ABE11A2, "HOWTO": NARROW_HOWTO, "CHECKED_WHERE": None, "META_ROLE": False, "FILE_WEIGHT": 0,
                  "CONTRACTIONS": frozenset()}  # and the fourth round's
 ABLATIONS = {
@@ -209,7 +209,8 @@ ABLATIONS = {
     "doc weight 0.8": {"ROLE_WEIGHTS": {**cs.ROLE_WEIGHTS, "doc": 0.8}},
     "narrow howto": {"HOWTO": NARROW_HOWTO},
     "as on abe11a2": AS_ON_ABE11A2,
-    "literal 0.5": {"LITERAL_WEIGHT": 0.5}, "literal 1": {"LITERAL_WEIGHT": 1.0},
+    "literal 0.5": {"LITERAL_WEIGHT": 0.5}, "literal 1": {"LITERAL_WEIGHT": 1.0}, "no literal": {"LITERAL_WEIGHT": 0},
+    "no user goal": {"USER_GOAL": None},
     "as on 6dabe85": AS_ON_6DABE85,
     "as on 962e0be": {**AS_ON_6DABE85, "ISE": None, "OPTION_LETTER": None, "DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
 }

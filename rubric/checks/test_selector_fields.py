@@ -76,6 +76,18 @@ def test_why_questions_without_code_names_ask_the_docs():
     assert cs.question_intent("How does the session cookie get signed?") == "code"
 
 
+def test_a_users_yes_no_questions_and_wishes_ask_the_docs(monkeypatch):
+    for question in ("Can several workers share one job store?", "My job missed three runs. Will it run them all?",
+                     "I want users to pick their own colours, how?", "Templates reload on every request, possible?",
+                     "The date still validates. bug?", "I'd rather it ran once."):
+        assert cs.question_intent(question) == "howto", question
+    assert cs.question_intent("Can `add_job` take a list?") == "code"  # a name from the code
+    assert cs.question_intent("Where is a missed run dropped?") == "code"
+    assert cs.question_intent("When a run is missed, how is the next one worked out?") == "code"  # how the code works
+    monkeypatch.setattr(cs, "USER_GOAL", None)
+    assert cs.question_intent("Can several workers share one job store?") == "code"
+
+
 def test_an_exceptions_module_path_is_left_out_of_a_pasted_error():
     terms = cs.question_terms("jinja2.exceptions.UndefinedError: 'dict object' has no attribute 'title'")
     assert "undefinederror" in terms and "exception" not in terms and "jinja2" not in terms
