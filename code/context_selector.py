@@ -34,7 +34,8 @@ an embedding model are added (embeddings.py): each chunk's lexical score, scaled
 plus DENSE_WEIGHT times its dense score, scaled the same way, a weight that fades to nothing when
 the best lexical chunk leads the next by DENSE_MARGIN (fuse_scores). Rank fusion was the first
 choice; with a small model it ranked below lexical alone on doc and error questions, and so did
-the sum without the margin (bench/README.md).
+the sum without the margin (bench/README.md). How-to questions are ranked lexically alone
+(DENSE_HOWTO): that model put their doc pages far below where the words do.
 
 The machinery lives beside this file: context_index.py stores the chunks' counts as an inverted
 index, builds it in parallel for big repositories and caches it outside the repository
@@ -120,6 +121,7 @@ BM25_B = 0.75                     # how much long chunks are penalized
 RRF_K = 60                        # reciprocal-rank fusion constant (the usual value)
 DENSE_WEIGHT = 0.3                # dense scores' weight beside lexical ones, both scaled to 1 (fuse_scores)
 DENSE_MARGIN = 0.05               # a lexical lead this large leaves dense no say (fuse_scores)
+DENSE_HOWTO = False               # nor on how-to questions: all-MiniLM-L6-v2 alone ranked their docs far below lexical
 INDEX_VERSION = 7                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -169,7 +171,7 @@ def select_context(question, repo_root, k=DEFAULT_TOP_FILES, embed=None, cache_d
         return []
     terms, intent = question_terms(question), question_intent(question)
     scores = lexical_scores(index, question, terms, intent)   # 3. score
-    if embed is not None:                                     #    + dense vectors, if configured
+    if embed is not None and (DENSE_HOWTO or intent != "howto"):  # + dense vectors, if configured
         try:
             dense = dense_chunk_scores(index, question, embed, cache_dir, intent)
         except EmbeddingFailed as exc:  # the run goes on: lexical context is still good context

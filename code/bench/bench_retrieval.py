@@ -326,6 +326,10 @@ def rank_all(questions, roots, variants, embed=None, cache=None, dense_weights=(
                 lexical = cs.lexical_scores(index, q["question"])
                 dense = cs.dense_chunk_scores(index, q["question"], embed, cache, intent)
                 ranks["dense"].append(first_relevant_rank(file_ranking(index, dense), q["relevant"]))
+                ranks["lexical + dense, how-to too"].append(first_relevant_rank(  # as before DENSE_HOWTO
+                    file_ranking(index, cs.fuse_scores(lexical, dense, cs.DENSE_WEIGHT)), q["relevant"]))
+                if intent == "howto" and not cs.DENSE_HOWTO:
+                    dense = np.zeros_like(dense)  # select_context asks no embedding for these: lexical decides
                 ranks["lexical + dense"].append(first_relevant_rank(
                     file_ranking(index, cs.fuse_scores(lexical, dense, cs.DENSE_WEIGHT)), q["relevant"]))
                 ranks["lexical + dense, RRF"].append(first_relevant_rank(  # the fusion before issue 29

@@ -309,3 +309,19 @@ def test_dense_never_moves_a_clear_lexical_winner_but_breaks_near_ties():
     near = np.array([1.0, 1.0 - cs.DENSE_MARGIN / 10, 0.2])  # a near tie: dense decides it
     assert cs.fuse_scores(near, dense, weight=cs.DENSE_WEIGHT).argmax() == 1
     assert cs.fuse_scores(np.zeros(3), dense, weight=cs.DENSE_WEIGHT).argmax() == 1  # no lexical match at all
+
+
+def test_a_how_to_question_is_ranked_lexically_and_embeds_nothing(tmp_path, monkeypatch):
+    """all-MiniLM-L6-v2 put doc pages far below where the words do (bench/README.md): a how-to
+    question keeps the lexical order and costs no embedding call; other questions still ask."""
+    repo = make_repo(tmp_path / "repo")
+    question = "How do I tell every listener?"
+    assert cs.question_intent(question) == "howto"
+    embed = FakeEmbedder()
+    got = cs.select_context(question, repo, embed=embed, cache_dir=tmp_path / "cache")
+    assert embed.calls == 0 and got == lexical(question, repo, tmp_path)
+    cs.select_context("send_signal receivers", repo, embed=embed, cache_dir=tmp_path / "cache")
+    assert embed.questions == ["send_signal receivers"]
+    monkeypatch.setattr(cs, "DENSE_HOWTO", True)
+    cs.select_context(question, repo, embed=embed, cache_dir=tmp_path / "cache")
+    assert embed.questions[-1] == question
