@@ -48,9 +48,9 @@ class FileChunks:
     """One file's chunks and the identifiers counted in each, packed for sending between processes.
 
     Chunk i spans lines ``spans[2i]..spans[2i+1]`` and owns ``sizes[i]`` consecutive entries of
-    ``words`` (one newline-joined string), ``counts`` and ``own``: ``counts`` with the words a
-    chunk's path, heading or name add (boosts), ``own`` its text's counts alone. Packed, because a worker process sends this
-    back, and a million small objects take longer to send than to compute.
+    ``words`` (one newline-joined string), ``counts`` and ``own`` (``counts`` include the words the
+    chunk's path, heading or name add; ``own`` are its text's alone). Packed, because a worker process
+    sends this back, and a million small objects take longer to send than to compute.
     """
 
     digest: str
@@ -124,7 +124,8 @@ class LexicalIndex:
 
     Stored per identifier: ``postings[word_ptr[w]:word_ptr[w+1]]`` are the chunks that contain
     identifier w, and ``tf`` the same slice holds how often (``tf_own``: in the chunk's text alone,
-    without the words its path, heading or name add; ``own_length`` the chunks' lengths so counted). A term ("session") maps to every
+    without the words its path, heading or name add; ``own_length``: the chunks' lengths so counted).
+    A term ("session") maps to every
     identifier that contains it (``session``, ``SecureCookieSession``, ``session_class``...):
     ``term_words[term_ptr[t]:term_ptr[t+1]]``. ``term_counts`` gives one term's column of the
     chunk-by-term matrix; context_selector.score_chunks turns columns into BM25 scores.
@@ -187,7 +188,8 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
     position = {rel: i for i, (_, rel, _, _) in enumerate(listing)}
     words: dict[str, int] = defaultdict()
     words.default_factory = words.__len__  # a new identifier gets the next number
-    hashes, chunk_file, spans, sizes, ids, counts, own = {}, array("i"), array("i"), array("i"), [], array("i"), array("i")
+    hashes, chunk_file, spans, sizes, ids = {}, array("i"), array("i"), array("i"), []
+    counts, own = array("i"), array("i")
     results = _index_all(str(root), wanted, recipe.index_file, started)
     try:
         for (_, rel, _), (digest, found) in zip(wanted, results):

@@ -99,7 +99,8 @@ CONCEPT = re.compile(r"\bwhy\b|\bdifference\b|^what (is|are)\b|\bwhat's\b", re.I
 # So do a user's yes/no questions and wishes, asked in words alone: "Can several workers share one
 # job store?", "Will it catch up on missed runs?", "I want users to...", "Possible?", "... bug?".
 USER_GOAL = re.compile(r"(?:^|[.?!;:]\s+)(can|could|will|would|does|do|is|are|should|may)\b"
-                       r"|\bi(?:'d| would)? (?:want|like|need|prefer|rather)\b|\bi'd\b|\bpossible\b|\bbug\?", re.IGNORECASE)
+                       r"|\bi(?:'d| would)? (?:want|like|need|prefer|rather)\b|\bi'd\b|\bpossible\b|\bbug\?",
+                       re.IGNORECASE)
 # A name from the code: `quoted`, snake_case, CamelCase, dotted.name or call().
 CODE_NAME = re.compile(r"`[^`]+`|\b[a-z0-9]+_[a-z0-9_]+\b|\b[A-Z][a-z0-9]+[A-Z]\w*|\b\w+\.\w+|\w\(\)")
 # "-h", "-v": a command-line option's letter is a term, though single letters are dropped otherwise.
