@@ -22,6 +22,7 @@ from array import array
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Callable
 
@@ -252,18 +253,15 @@ def within_budget(files, root=None) -> list[tuple[str, str, int]]:
 def _term_map(identifiers, terms_of):
     """Which identifiers each term occurs in: terms {term: row}, term_ptr, term_words; and how
     many terms each identifier counts as."""
-    terms: dict[str, int] = {}
-    term_rows, word_cols, per_word = [], [], []
-    for number, word in enumerate(identifiers):
-        parts = terms_of(word)
-        per_word.append(len(parts))
-        for term in parts:
-            term_rows.append(terms.setdefault(term, len(terms)))
-            word_cols.append(number)
-    term_rows = np.array(term_rows, dtype=np.int64)
+    split = list(map(terms_of, identifiers))
+    per_word = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
+    numbered: dict[str, int] = defaultdict()
+    numbered.default_factory = numbered.__len__  # a new term gets the next row, as words do in _build_index
+    term_rows = np.fromiter(map(numbered.__getitem__, chain.from_iterable(split)), dtype=np.int64, count=int(per_word.sum()))
+    word_cols = np.repeat(np.arange(len(split), dtype=np.int64), per_word)  # the identifier of each (term, identifier) pair
     order = np.argsort(term_rows, kind="stable")
-    term_ptr = np.concatenate([[0], np.cumsum(np.bincount(term_rows, minlength=len(terms)))]).astype(np.int64)
-    return terms, term_ptr, np.array(word_cols, dtype=np.int64)[order], np.array(per_word, dtype=np.float32)
+    term_ptr = np.concatenate([[0], np.cumsum(np.bincount(term_rows, minlength=len(numbered)))]).astype(np.int64)
+    return dict(numbered), term_ptr, word_cols[order], per_word.astype(np.float32)
 
 
 def _index_all(root: str, wanted, index_file, started):

@@ -314,18 +314,28 @@ def _definition_name(lines, start: int, end: int) -> str | None:
 
 
 def index_terms(word: str) -> tuple[str, ...]:
-    """identifier_terms, each also stemmed (stem): what the index and the question are matched on."""
-    terms = identifier_terms(word)
+    """identifier_terms, each also stemmed (stem): what the index and the question are matched on.
+
+    Memoized per identifier, and each lowered piece's folded stem once per repository (a big one
+    has ~84,000 distinct identifiers made of far fewer pieces). Built from the pieces directly, it
+    gives what stemming identifier_terms(word) gives: stem(whole) first for a compound, then each
+    piece's stem, repeats dropped.
+    """
     if not STEM:
-        return terms
-    memo = _terms_memo  # a repository's identifiers share their parts: each part is stemmed once
-    stems = []
-    for term in terms:
-        cut = memo.get((term,))
-        if cut is None:
-            cut = memo[(term,)] = stem(term)
-        stems.append(cut)
-    return tuple(dict.fromkeys(stems))
+        return identifier_terms(word)
+    memo = _terms_memo  # keys: word -> identifier_terms; (word,) -> index_terms; (piece, "") -> its stem
+    terms = memo.get((word,))
+    if terms is None:
+        whole = word.lower()
+        pieces = [p.lower() for p in IDENTIFIER_PART.findall(word) if len(p) > 1]
+        stems = [] if pieces == [whole.strip("_")] else [stem(whole)]  # a plain word counts once
+        for piece in pieces:
+            cut = memo.get((piece, ""))
+            if cut is None:
+                cut = memo[(piece, "")] = stem(_fold_plural(piece))
+            stems.append(cut)
+        terms = memo[(word,)] = tuple(dict.fromkeys(stems))
+    return terms
 
 
 def stem(term: str) -> str:
@@ -333,7 +343,7 @@ def stem(term: str) -> str:
     'serialized' -> 'serializ'. Crude on purpose: a question and the code fold the same way, so a
     wrong cut costs little. Identifiers with an underscore, short words and words with digits stay
     as they are."""
-    if ISE is not None and term.isalpha():
+    if ISE is not None and "is" in term and term.isalpha():  # ISE only matches an "is...": skip its scan otherwise
         term = ISE.sub(r"iz\1", term)
     if len(term) <= 4 or not term.endswith(("ing", "ed", "e")) or not term.isalpha():
         return term
