@@ -23,6 +23,7 @@ MAX_NESTING = 8                   # classes inside classes split by method this 
 
 DEFINITION = re.compile(r"(?:async\s+def|def|class)\b")
 TRIPLE_QUOTE = re.compile(r'"""|\'\'\'')
+NOT_STATEMENT_STARTS = frozenset(("", " ", "\t", "#", ")", "]", "}"))  # after the indent: no statement at this indent starts here
 
 
 def chunk_spans(rel: str, text: str) -> list[tuple[int, int]]:
@@ -96,9 +97,11 @@ def python_spans(lines, starts, first: int, last: int, indent: str, depth: int =
     below that), which also bounds the work to MAX_NESTING passes over the file. On flask,
     requests and Django it gives ast's chunks for 2,904 of 2,905 files (the other does not parse).
     """
-    at = [i for i in range(first, last) if starts[i] and lines[i].startswith(indent)
-          and lines[i][len(indent):len(indent) + 1] not in ("", " ", "\t", "#", ")", "]", "}")]
-    spans, covered, n, k = [], first, len(indent), 0
+    n = len(indent)
+    # The character after the indent first: it rules out most lines (those indented deeper) at once.
+    at = [i for i, line, start in zip(range(first, last), lines[first:last], starts[first:last])
+          if line[n:n + 1] not in NOT_STATEMENT_STARTS and start and line.startswith(indent)]
+    spans, covered, k = [], first, 0
     while k < len(at):
         i = at[k]
         while k < len(at) - 1 and lines[at[k]][n] == "@":
