@@ -22,7 +22,7 @@ from array import array
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from itertools import chain
+from itertools import chain, islice
 from pathlib import Path
 from typing import Callable
 
@@ -49,14 +49,17 @@ class FileChunks:
     """One file's chunks and the identifiers counted in each, packed for sending between processes.
 
     Chunk i spans lines ``spans[2i]..spans[2i+1]`` and owns ``sizes[i]`` consecutive entries of
-    ``words`` (one newline-joined string) and ``counts``. Packed, because a worker process sends this
-    back, and a million small objects take longer to send than to compute.
+    ``entries`` and ``counts``; an entry is a line number into ``words``, the file's distinct
+    identifiers in order of first sight (one newline-joined string: each is sent and looked up once
+    per file, not once per chunk). Packed, because a worker process sends this back, and a million
+    small objects take longer to send than to compute.
     """
 
     digest: str
     spans: array
     sizes: array
     words: str
+    entries: array
     counts: array
 
 
@@ -182,6 +185,7 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
     words: dict[str, int] = defaultdict()
     words.default_factory = words.__len__  # a new identifier gets the next number
     hashes, chunk_file, spans, sizes, ids, counts = {}, array("i"), array("i"), array("i"), [], array("i")
+    split: list[tuple[str, ...]] = []  # the terms of identifier 0, 1, 2...
     results = _index_all(str(root), wanted, recipe.index_file, started)
     try:
         for (_, rel, _), (digest, found) in zip(wanted, results):
@@ -191,7 +195,12 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
             chunk_file.extend([position[rel]] * len(found.sizes))
             spans.extend(found.spans)
             sizes.extend(found.sizes)
-            ids.extend(map(words.__getitem__, found.words.split("\n")))
+            numbers = np.fromiter(map(words.__getitem__, found.words.split("\n")), dtype=np.int64)
+            ids.append(numbers[np.frombuffer(found.entries, dtype=np.int32)])  # each entry's identifier number
+            fresh = len(words) - len(split)  # identifiers first seen in this file: split now, while the workers read on
+            if fresh:
+                added = list(islice(reversed(words), fresh))[::-1]  # the dict's last ``fresh`` keys, in number order
+                split.extend(map(recipe.terms_of, added))
             counts.extend(found.counts)
             if len(sizes) >= MAX_INDEX_CHUNKS and len(hashes) < len(wanted):
                 print(f"context: indexed the first {len(hashes):,} of {len(wanted):,} files: they hold "
@@ -200,11 +209,11 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
                 break
     finally:
         results.close()  # stops the workers still reading files past the budget
-    ids = np.array(ids, dtype=np.int64)
+    ids = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
     tf = np.frombuffer(counts, dtype=np.int32).astype(np.float32)
     rows = np.repeat(np.arange(len(sizes), dtype=np.int32), np.frombuffer(sizes, dtype=np.int32))
-    terms, term_ptr, term_words, terms_per_word = _term_map(list(words), recipe.terms_of)
-    order = np.argsort(ids, kind="stable")  # group the entries by identifier
+    terms, term_ptr, term_words, terms_per_word = _term_map(split)
+    order = np.argsort(ids.astype(np.int32), kind="stable")  # group the entries by identifier (int32 sorts faster)
     word_ptr = np.concatenate([[0], np.cumsum(np.bincount(ids, minlength=len(words)))]).astype(np.int64)
     bounds = np.frombuffer(spans, dtype=np.int32).reshape(-1, 2)
     # A chunk's length counts every term, as a question sees it: order_total is three.
@@ -250,10 +259,9 @@ def within_budget(files, root=None) -> list[tuple[str, str, int]]:
     return kept
 
 
-def _term_map(identifiers, terms_of):
-    """Which identifiers each term occurs in: terms {term: row}, term_ptr, term_words; and how
-    many terms each identifier counts as."""
-    split = list(map(terms_of, identifiers))
+def _term_map(split):
+    """Which identifiers each term occurs in, from the terms of each identifier (``split``):
+    terms {term: row}, term_ptr, term_words; and how many terms each identifier counts as."""
     per_word = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
     numbered: dict[str, int] = defaultdict()
     numbered.default_factory = numbered.__len__  # a new term gets the next row, as words do in _build_index

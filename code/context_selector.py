@@ -45,7 +45,7 @@ from __future__ import annotations
 import re
 import sys
 from array import array
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -280,7 +280,9 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
     # A file's name is strong evidence of its topic; __init__ and __main__ say nothing about it.
     in_path = [w for w in IDENTIFIER.findall(rel.rsplit(".", 1)[0]) if not (DUNDER_PATHS and w.startswith("__"))]
     path_words = in_path * PATH_WEIGHT
-    spans, sizes, words, counts = array("i"), array("i"), [], array("i")
+    spans, sizes, entries, counts = array("i"), array("i"), array("i"), array("i")
+    words: dict[str, int] = defaultdict()
+    words.default_factory = words.__len__  # the file's identifiers, numbered in order of first sight
     titles = headings(lines) if rel.lower().endswith(DOC_SUFFIXES) and HEADING_WEIGHT else {}
     title_words: list[str] = []
     is_python = rel.endswith(".py") and NAME_WEIGHT > 0
@@ -293,9 +295,9 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
             found = Counter(own + path_words + title_words + [name] * NAME_WEIGHT if name else own + path_words + title_words)
             spans.extend((start, end))
             sizes.append(len(found))
-            words.extend(found)
+            entries.extend(map(words.__getitem__, found))
             counts.extend(found.values())
-    return digest, FileChunks(digest, spans, sizes, "\n".join(words), counts)
+    return digest, FileChunks(digest, spans, sizes, "\n".join(words), entries, counts)
 
 
 def _definition_name(lines, start: int, end: int) -> str | None:
