@@ -31,11 +31,12 @@ def chunk_spans(rel: str, text: str) -> list[tuple[int, int]]:
     return spans_of_lines(rel, split_lines(text))
 
 
-def spans_of_lines(rel: str, lines: list[str]) -> list[tuple[int, int]]:
+def spans_of_lines(rel: str, lines: list[str], titles: dict | None = None) -> list[tuple[int, int]]:
+    """chunk_spans of a file already split; ``titles``: its headings(lines), when the caller has them."""
     if rel.endswith(".py"):
         return python_spans(lines, code_starts(lines), 0, len(lines), "")
     if rel.lower().endswith(DOC_SUFFIXES) and SECTIONS:
-        starts = sorted(headings(lines)) or [1]
+        starts = sorted(headings(lines) if titles is None else titles) or [1]
         bounds = ([1] if starts[0] > 1 else []) + starts + [len(lines) + 1]
         return [span for a, b in zip(bounds, bounds[1:]) for span in windows(a, b - 1)]
     return windows(1, len(lines))

@@ -283,11 +283,11 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
     spans, sizes, entries, counts = array("i"), array("i"), array("i"), array("i")
     words: dict[str, int] = defaultdict()
     words.default_factory = words.__len__  # the file's identifiers, numbered in order of first sight
-    titles = headings(lines) if rel.lower().endswith(DOC_SUFFIXES) and HEADING_WEIGHT else {}
+    titles = headings(lines) if rel.lower().endswith(DOC_SUFFIXES) and HEADING_WEIGHT else None
     title_words: list[str] = []
     is_python = rel.endswith(".py") and NAME_WEIGHT > 0
-    for start, end in spans_of_lines(rel, lines):
-        if start in titles:  # a long section's windows share its heading path
+    for start, end in spans_of_lines(rel, lines, titles):  # a doc page's headings are found once
+        if titles and start in titles:  # a long section's windows share its heading path
             title_words = IDENTIFIER.findall(" ".join(titles[start])) * HEADING_WEIGHT
         own = IDENTIFIER.findall("\n".join(lines[start - 1:end]))
         if own:  # blank lines between definitions carry nothing
