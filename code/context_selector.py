@@ -280,7 +280,7 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
     # A file's name is strong evidence of its topic; __init__ and __main__ say nothing about it.
     in_path = [w for w in IDENTIFIER.findall(rel.rsplit(".", 1)[0]) if not (DUNDER_PATHS and w.startswith("__"))]
     path_words = in_path * PATH_WEIGHT
-    spans, sizes, entries, counts = array("i"), array("i"), array("i"), array("i")
+    spans, sizes, entries, counts = array("i"), array("i"), [], []  # lists grow faster; made arrays once at the end
     words: dict[str, int] = defaultdict()
     words.default_factory = words.__len__  # the file's identifiers, numbered in order of first sight
     titles = headings(lines) if rel.lower().endswith(DOC_SUFFIXES) and HEADING_WEIGHT else None
@@ -297,7 +297,7 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
             sizes.append(len(found))
             entries.extend(map(words.__getitem__, found))
             counts.extend(found.values())
-    return digest, FileChunks(digest, spans, sizes, "\n".join(words), entries, counts)
+    return digest, FileChunks(digest, spans, sizes, "\n".join(words), array("i", entries), array("i", counts))
 
 
 def _definition_name(lines, start: int, end: int) -> str | None:
