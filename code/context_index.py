@@ -22,7 +22,7 @@ from array import array
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
-from itertools import chain, islice
+from itertools import chain
 from pathlib import Path
 from typing import Callable
 
@@ -185,7 +185,6 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
     words: dict[str, int] = defaultdict()
     words.default_factory = words.__len__  # a new identifier gets the next number
     hashes, chunk_file, spans, sizes, ids, counts = {}, array("i"), array("i"), array("i"), [], array("i")
-    split: list[tuple[str, ...]] = []  # the terms of identifier 0, 1, 2...
     results = _index_all(str(root), wanted, recipe.index_file, started)
     try:
         for (_, rel, _), (digest, found) in zip(wanted, results):
@@ -197,10 +196,6 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
             sizes.extend(found.sizes)
             numbers = np.fromiter(map(words.__getitem__, found.words.split("\n")), dtype=np.int64)
             ids.append(numbers[np.frombuffer(found.entries, dtype=np.int32)])  # each entry's identifier number
-            fresh = len(words) - len(split)  # identifiers first seen in this file: split now, while the workers read on
-            if fresh:
-                added = list(islice(reversed(words), fresh))[::-1]  # the dict's last ``fresh`` keys, in number order
-                split.extend(map(recipe.terms_of, added))
             counts.extend(found.counts)
             if len(sizes) >= MAX_INDEX_CHUNKS and len(hashes) < len(wanted):
                 print(f"context: indexed the first {len(hashes):,} of {len(wanted):,} files: they hold "
@@ -212,6 +207,7 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
     ids = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
     tf = np.frombuffer(counts, dtype=np.int32).astype(np.float32)
     rows = np.repeat(np.arange(len(sizes), dtype=np.int32), np.frombuffer(sizes, dtype=np.int32))
+    split = list(map(recipe.terms_of, words))  # each identifier's terms, once all files are in
     terms, term_ptr, term_words, terms_per_word = _term_map(split)
     order = np.argsort(ids.astype(np.int32), kind="stable")  # group the entries by identifier (int32 sorts faster)
     word_ptr = np.concatenate([[0], np.cumsum(np.bincount(ids, minlength=len(words)))]).astype(np.int64)
