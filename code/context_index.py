@@ -22,6 +22,7 @@ from array import array
 from collections import defaultdict
 from concurrent.futures import ProcessPoolExecutor
 from dataclasses import dataclass
+from itertools import chain
 from pathlib import Path
 from typing import Callable
 
@@ -48,15 +49,18 @@ class FileChunks:
     """One file's chunks and the identifiers counted in each, packed for sending between processes.
 
     Chunk i spans lines ``spans[2i]..spans[2i+1]`` and owns ``sizes[i]`` consecutive entries of
-    ``words`` (one newline-joined string), ``counts`` and ``own`` (``counts`` include the words the
-    chunk's path, heading or name add; ``own`` are its text's alone). Packed, because a worker process
-    sends this back, and a million small objects take longer to send than to compute.
+    ``entries``, ``counts`` and ``own``; an entry is a line number into ``words``, the file's distinct
+    identifiers in order of first sight (one newline-joined string: each is sent and looked up once
+    per file, not once per chunk). ``counts`` include the words the chunk's path, heading or name
+    add; ``own`` are its text's alone. Packed, because a worker process sends this back, and a
+    million small objects take longer to send than to compute.
     """
 
     digest: str
     spans: array
     sizes: array
     words: str
+    entries: array
     counts: array
     own: array
 
@@ -199,7 +203,8 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
             chunk_file.extend([position[rel]] * len(found.sizes))
             spans.extend(found.spans)
             sizes.extend(found.sizes)
-            ids.extend(map(words.__getitem__, found.words.split("\n")))
+            numbers = np.fromiter(map(words.__getitem__, found.words.split("\n")), dtype=np.int64)
+            ids.append(numbers[np.frombuffer(found.entries, dtype=np.int32)])  # each entry's identifier number
             counts.extend(found.counts)
             own.extend(found.own)
             if len(sizes) >= MAX_INDEX_CHUNKS and len(hashes) < len(wanted):
@@ -209,12 +214,13 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
                 break
     finally:
         results.close()  # stops the workers still reading files past the budget
-    ids = np.array(ids, dtype=np.int64)
+    ids = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
     tf = np.frombuffer(counts, dtype=np.int32).astype(np.float32)
     tf_own = np.frombuffer(own, dtype=np.int32).astype(np.float32)
     rows = np.repeat(np.arange(len(sizes), dtype=np.int32), np.frombuffer(sizes, dtype=np.int32))
-    terms, term_ptr, term_words, terms_per_word = _term_map(list(words), recipe.terms_of)
-    order = np.argsort(ids, kind="stable")  # group the entries by identifier
+    split = list(map(recipe.terms_of, words))  # each identifier's terms, once all files are in
+    terms, term_ptr, term_words, terms_per_word = _term_map(split)
+    order = np.argsort(ids.astype(np.int32), kind="stable")  # group the entries by identifier (int32 sorts faster)
     word_ptr = np.concatenate([[0], np.cumsum(np.bincount(ids, minlength=len(words)))]).astype(np.int64)
     bounds = np.frombuffer(spans, dtype=np.int32).reshape(-1, 2)
     # A chunk's length counts every term, as a question sees it: order_total is three.
@@ -261,21 +267,17 @@ def within_budget(files, root=None) -> list[tuple[str, str, int]]:
     return kept
 
 
-def _term_map(identifiers, terms_of):
-    """Which identifiers each term occurs in: terms {term: row}, term_ptr, term_words; and how
-    many terms each identifier counts as."""
-    terms: dict[str, int] = {}
-    term_rows, word_cols, per_word = [], [], []
-    for number, word in enumerate(identifiers):
-        parts = terms_of(word)
-        per_word.append(len(parts))
-        for term in parts:
-            term_rows.append(terms.setdefault(term, len(terms)))
-            word_cols.append(number)
-    term_rows = np.array(term_rows, dtype=np.int64)
+def _term_map(split):
+    """Which identifiers each term occurs in, from the terms of each identifier (``split``):
+    terms {term: row}, term_ptr, term_words; and how many terms each identifier counts as."""
+    per_word = np.fromiter(map(len, split), dtype=np.int64, count=len(split))
+    numbered: dict[str, int] = defaultdict()
+    numbered.default_factory = numbered.__len__  # a new term gets the next row, as words do in _build_index
+    term_rows = np.fromiter(map(numbered.__getitem__, chain.from_iterable(split)), dtype=np.int64, count=int(per_word.sum()))
+    word_cols = np.repeat(np.arange(len(split), dtype=np.int64), per_word)  # the identifier of each (term, identifier) pair
     order = np.argsort(term_rows, kind="stable")
-    term_ptr = np.concatenate([[0], np.cumsum(np.bincount(term_rows, minlength=len(terms)))]).astype(np.int64)
-    return terms, term_ptr, np.array(word_cols, dtype=np.int64)[order], np.array(per_word, dtype=np.float32)
+    term_ptr = np.concatenate([[0], np.cumsum(np.bincount(term_rows, minlength=len(numbered)))]).astype(np.int64)
+    return dict(numbered), term_ptr, word_cols[order], per_word.astype(np.float32)
 
 
 def _index_all(root: str, wanted, index_file, started):

@@ -48,7 +48,7 @@ from __future__ import annotations
 import re
 import sys
 from array import array
-from collections import Counter
+from collections import Counter, defaultdict
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
@@ -290,12 +290,14 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
     # A file's name is strong evidence of its topic; __init__ and __main__ say nothing about it.
     in_path = [w for w in IDENTIFIER.findall(rel.rsplit(".", 1)[0]) if not (DUNDER_PATHS and w.startswith("__"))]
     path_words = in_path * PATH_WEIGHT
-    spans, sizes, words, counts, own_counts = array("i"), array("i"), [], array("i"), array("i")
-    titles = headings(lines) if rel.lower().endswith(DOC_SUFFIXES) and HEADING_WEIGHT else {}
+    spans, sizes, entries, counts, own_counts = array("i"), array("i"), [], [], []  # lists grow faster; arrays at the end
+    words: dict[str, int] = defaultdict()
+    words.default_factory = words.__len__  # the file's identifiers, numbered in order of first sight
+    titles = headings(lines) if rel.lower().endswith(DOC_SUFFIXES) and HEADING_WEIGHT else None
     title_words: list[str] = []
     is_python = rel.endswith(".py") and NAME_WEIGHT > 0
-    for start, end in spans_of_lines(rel, lines):
-        if start in titles:  # a long section's windows share its heading path
+    for start, end in spans_of_lines(rel, lines, titles):  # a doc page's headings are found once
+        if titles and start in titles:  # a long section's windows share its heading path
             title_words = IDENTIFIER.findall(" ".join(titles[start])) * HEADING_WEIGHT
         own = IDENTIFIER.findall("\n".join(lines[start - 1:end]))
         if own:  # blank lines between definitions carry nothing
@@ -304,10 +306,11 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
             found = text + Counter(path_words + title_words + [name] * NAME_WEIGHT if name else path_words + title_words)
             spans.extend((start, end))
             sizes.append(len(found))
-            words.extend(found)
+            entries.extend(map(words.__getitem__, found))
             counts.extend(found.values())
-            own_counts.extend(text[w] for w in found)  # 0 for a word only the path, heading or name has
-    return digest, FileChunks(digest, spans, sizes, "\n".join(words), counts, own_counts)
+            own_counts.extend(map(text.__getitem__, found))  # 0 for a word only the path, heading or name has
+    return digest, FileChunks(digest, spans, sizes, "\n".join(words), array("i", entries), array("i", counts),
+                              array("i", own_counts))
 
 
 def _definition_name(lines, start: int, end: int) -> str | None:
@@ -326,18 +329,28 @@ def _definition_name(lines, start: int, end: int) -> str | None:
 
 
 def index_terms(word: str) -> tuple[str, ...]:
-    """identifier_terms, each also stemmed (stem): what the index and the question are matched on."""
-    terms = identifier_terms(word)
+    """identifier_terms, each also stemmed (stem): what the index and the question are matched on.
+
+    Memoized per identifier, and each lowered piece's folded stem once per repository (a big one
+    has ~84,000 distinct identifiers made of far fewer pieces). Built from the pieces directly, it
+    gives what stemming identifier_terms(word) gives: stem(whole) first for a compound, then each
+    piece's stem, repeats dropped.
+    """
     if not STEM:
-        return terms
-    memo = _terms_memo  # a repository's identifiers share their parts: each part is stemmed once
-    stems = []
-    for term in terms:
-        cut = memo.get((term,))
-        if cut is None:
-            cut = memo[(term,)] = stem(term)
-        stems.append(cut)
-    return tuple(dict.fromkeys(stems))
+        return identifier_terms(word)
+    memo = _terms_memo  # keys: word -> identifier_terms; (word,) -> index_terms; (piece, "") -> its stem
+    terms = memo.get((word,))
+    if terms is None:
+        whole = word.lower()
+        pieces = [p.lower() for p in IDENTIFIER_PART.findall(word) if len(p) > 1]
+        stems = [] if pieces == [whole.strip("_")] else [stem(whole)]  # a plain word counts once
+        for piece in pieces:
+            cut = memo.get((piece, ""))
+            if cut is None:
+                cut = memo[(piece, "")] = stem(_fold_plural(piece))
+            stems.append(cut)
+        terms = memo[(word,)] = tuple(dict.fromkeys(stems))
+    return terms
 
 
 def stem(term: str) -> str:
@@ -345,7 +358,7 @@ def stem(term: str) -> str:
     'serialized' -> 'serializ'. Crude on purpose: a question and the code fold the same way, so a
     wrong cut costs little. Identifiers with an underscore, short words and words with digits stay
     as they are."""
-    if ISE is not None and term.isalpha():
+    if ISE is not None and "is" in term and term.isalpha():  # ISE only matches an "is...": skip its scan otherwise
         term = ISE.sub(r"iz\1", term)
     if len(term) <= 4 or not term.endswith(("ing", "ed", "e")) or not term.isalpha():
         return term

@@ -703,6 +703,8 @@ def split_lines(text: str) -> list[str]:
     lines = text.split("\n")
     if lines[-1] == "":
         lines.pop()
+    if "\r" not in text:
+        return lines  # most files: no line to strip (the index splits every file it reads)
     return [line[:-1] if line.endswith("\r") else line for line in lines]
 
 

@@ -165,3 +165,21 @@ def test_only_how_to_questions_get_the_literal_score(tmp_path):
     question = "Where does forwarded_client_address read the header?"
     assert cs.question_intent(question) == "code"
     assert (cs.lexical_scores(index, question) == cs.score_chunks(index, cs.question_terms(question), "code")).all()
+
+
+def test_index_terms_are_identifier_terms_stemmed_with_or_without_the_memo():
+    # index_terms is built from the pieces and their memoized stems (issue 29's speed round):
+    # it must give what stemming identifier_terms gives, on a first call and from the memo.
+    words = ["SecureCookieSession", "order_total", "cookies", "Cookies", "HTTPServerError2", "_cache", "__init__",
+             "compared_values", "SerialisedValues", "serialise", "x", "_", "a_b", "CACHES", "queries_cached", "http",
+             "SessionCache", "CookieCompared", "ValueSerialiser"]
+    expected = [tuple(dict.fromkeys(cs.stem(t) for t in cs.identifier_terms(w))) for w in words]
+    cs._terms_memo.clear()
+    assert [cs.index_terms(w) for w in words] == expected
+    assert [cs.index_terms(w) for w in reversed(words)] == expected[::-1]  # now from the memo
+
+
+def test_a_doc_pages_spans_are_the_same_with_its_headings_handed_in():
+    lines = ["Title", "=====", "", "Intro.", "", "Part", "----", *["text"] * 120, "# not rst"]
+    assert chunking.spans_of_lines("a.rst", lines, chunking.headings(lines)) == chunking.spans_of_lines("a.rst", lines)
+    assert len(chunking.spans_of_lines("a.rst", lines)) > 2  # sections, the long one in windows
