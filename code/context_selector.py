@@ -302,13 +302,15 @@ def index_file(tree: TreeReader, rel: str) -> tuple[str, FileChunks | None]:
         own = IDENTIFIER.findall("\n".join(lines[start - 1:end]))
         if own:  # blank lines between definitions carry nothing
             name = _definition_name(lines, start, end) if is_python else None
-            text = Counter(own)
-            found = text + Counter(path_words + title_words + [name] * NAME_WEIGHT if name else path_words + title_words)
+            found = Counter(own)
+            text = list(found.values())  # the chunk's own counts; the boosts below add to them, or add words (0 here)
+            found.update(path_words + title_words + [name] * NAME_WEIGHT if name else path_words + title_words)
             spans.extend((start, end))
             sizes.append(len(found))
             entries.extend(map(words.__getitem__, found))
             counts.extend(found.values())
-            own_counts.extend(map(text.__getitem__, found))  # 0 for a word only the path, heading or name has
+            own_counts.extend(text)
+            own_counts.extend([0] * (len(found) - len(text)))
     return digest, FileChunks(digest, spans, sizes, "\n".join(words), array("i", entries), array("i", counts),
                               array("i", own_counts))
 
