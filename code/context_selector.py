@@ -589,10 +589,27 @@ def _line_hits(lines, terms: set) -> list[int]:
 
 
 def _fit(snippets: list[Snippet], budget: int, terms) -> list[Snippet]:
-    """The snippets, the longest cut so that all of them fit in ``budget`` (shortest served first)."""
-    fitted, left = list(snippets), budget
-    for served, i in enumerate(sorted(range(len(snippets)), key=lambda i: len(snippets[i].text))):
-        share = left // (len(snippets) - served)
+    """The snippets (best file first), cut so that all of them fit in ``budget``.
+
+    The lowest-ranked are cut first, each to no less than half an equal share: the best file is the
+    likeliest answer, so it keeps its whole chunk when the others can make room. If that is not
+    enough, the longest are cut to fair shares (shortest served first).
+    """
+    fitted = list(snippets)
+    excess = sum(len(s.text) for s in fitted) - budget
+    floor = budget // (2 * len(fitted)) if fitted else 0
+    for i in reversed(range(len(fitted))):
+        if excess <= 0:
+            return fitted
+        size = len(fitted[i].text)
+        if size > floor:
+            fitted[i] = _cut(fitted[i], max(floor, size - excess), set(terms))
+            excess -= size - len(fitted[i].text)
+    if excess <= 0:
+        return fitted
+    left = budget
+    for served, i in enumerate(sorted(range(len(fitted)), key=lambda i: len(fitted[i].text))):
+        share = left // (len(fitted) - served)
         if len(fitted[i].text) > share:
             fitted[i] = _cut(fitted[i], share, set(terms))
         left -= len(fitted[i].text)
