@@ -711,7 +711,7 @@ def line_reference_problems(rel: str, lines: list[str]) -> list[str]:
             end = refs[i + 1].start() if i + 1 < len(refs) else len(line)
             words = code_words(line[start:ref.start()] + " " + line[ref.end():end])
             named = re.search(r"([A-Za-z_]\w{2,})\s*\($", line[start:ref.start()])  # "defines price (ref)"
-            if named and words:  # beside other names only: "(config.py:39 was grounded ...)" names nothing
+            if named and words:  # beside other names only: "(config.py:43 was grounded ...)" names nothing
                 words.add(named[1])
             files = cited_files(name)
             where = f"{rel}:{number}: {ref[0]}"
