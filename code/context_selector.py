@@ -541,7 +541,8 @@ def pick_snippets(index: LexicalIndex, scores, terms, k: int, budget: int) -> li
     """The best chunk of each of the top-k files first, then their next-best chunks while budget lasts.
 
     Every one of the k files keeps its snippet: when their best chunks are more than ``budget``
-    together, the longest are cut down (to the lines around the question's words) to fair shares.
+    together, they are cut down to the lines around the question's words, the lowest-ranked
+    first (_fit).
     """
     order = np.argsort(-scores, kind="stable")
     order = order[scores[order] > 0]

@@ -72,3 +72,19 @@ def test_k_files_fit_the_budget_by_trimming_snippets_not_dropping_files(tmp_path
     for s in snippets:  # still whole lines, numbered as in the file
         lines = (repo / s.path).read_text().split("\n")
         assert s.text == "\n".join(lines[s.start_line - 1:s.end_line])
+
+
+def test_the_best_file_keeps_its_whole_chunk_when_the_others_can_make_room(tmp_path):
+    """Over budget, the lowest-ranked snippets are cut first (to half an equal share at least)."""
+    repo = tmp_path / "repo"
+    repo.mkdir()
+    best = "".join(f"    ledger_{n} = post_ledger_entry(account, {n})\n" for n in range(30))
+    (repo / "ledger.py").write_text(f"def post_ledger():\n{best}")
+    for name in ("audit.py", "report.py"):  # each mentions the ledger once, in a long function
+        body = "".join(f"    line_{n} = format_row(row, {n})  # a fairly long line of report text\n" for n in range(40))
+        (repo / name).write_text(f"def {name[:-3]}_ledger_lines(row):\n{body}")
+    snippets = cs.select_context("post ledger entry", repo, k=3, cache_dir=tmp_path / "cache", budget=3_000)
+    assert [s.path for s in snippets][0] == "ledger.py" and len(snippets) == 3, snippets
+    assert (snippets[0].start_line, snippets[0].end_line) == (1, 31)  # whole, though longer than a third
+    assert len(snippets[0].text) > 1_000 and sum(len(s.text) for s in snippets) <= 3_000
+    assert all(len(s.text) >= 200 for s in snippets[1:])  # the others cut, not dropped
