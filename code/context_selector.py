@@ -431,7 +431,7 @@ def literal_scores(index: LexicalIndex, question: str) -> np.ndarray:
     "How do I ...", "can I ...", "you should ...": the docs are written in the words a how-to
     question is asked in, and code rarely uses them, so here those words are evidence. The path
     and name boosts that serve questions about code favour code files for these questions
-    (bench/README.md: doc questions, MRR +0.03 over nine question sets).
+    (bench/README.md: doc questions, MRR +0.033 over the twelve sets that have them).
     """
     norm = index.memo.get("bm25_own_norm")
     if norm is None:

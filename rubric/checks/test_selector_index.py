@@ -88,3 +88,20 @@ def test_the_best_file_keeps_its_whole_chunk_when_the_others_can_make_room(tmp_p
     assert (snippets[0].start_line, snippets[0].end_line) == (1, 31)  # whole, though longer than a third
     assert len(snippets[0].text) > 1_000 and sum(len(s.text) for s in snippets) <= 3_000
     assert all(len(s.text) >= 200 for s in snippets[1:])  # the others cut, not dropped
+
+
+def test_the_cached_index_holds_every_array_the_ranking_reads(tmp_path, monkeypatch):
+    """A new process reads the index from disk: the own counts (literal_scores) come back too."""
+    repo = tmp_path / "repo"
+    (repo / "docs").mkdir(parents=True)
+    (repo / "docs" / "guide.md").write_text("# Guide\n\nHow do you run it behind a proxy? You set the hops.\n")
+    (repo / "proxy.py").write_text("def proxy_hops(headers):\n    return headers\n")
+    built = ci.load_index(repo, cs.RECIPE, tmp_path / "cache")
+    ci._in_memory.clear()  # a new process
+    builds = counting(monkeypatch, "build_index")
+    read = ci.load_index(repo, cs.RECIPE, tmp_path / "cache")
+    assert builds == [] and read is not built
+    for name in ci.ARRAYS:
+        assert (getattr(read, name) == getattr(built, name)).all(), name
+    question = "How do I run it behind a proxy?"
+    assert (cs.lexical_scores(read, question) == cs.lexical_scores(built, question)).all()
