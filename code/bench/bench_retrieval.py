@@ -139,9 +139,11 @@ def lexical_ranking(index, question: str) -> list[str]:
 def explain(index, q) -> None:
     """Why the lexical ranker put other files first (--why): for them and for the first answering
     file, the best chunk's lines, the file-role weight, and each question term's part of the chunk's
-    BM25 score (its IDF times its saturated count: ``term:score(count)``)."""
+    BM25 score (its IDF times its saturated count: ``term:score(count)``); for a how-to question,
+    also the chunk's literal_scores before scaling."""
     terms, intent = cs.question_terms(q["question"]), cs.question_intent(q["question"])
-    scores = cs.score_chunks(index, terms, intent)
+    scores = cs.lexical_scores(index, q["question"], terms, intent)
+    literal = cs.literal_scores(index, q["question"]) if intent == "howto" and cs.LITERAL_WEIGHT else None
     ranking = file_ranking(index, scores)
     rank = first_relevant_rank(ranking, q["relevant"])
     print(f"\n[{q['repo']}/{q['style']}] rank {rank}, intent {intent}: {q['question']}")
@@ -158,8 +160,9 @@ def explain(index, q) -> None:
                 df = np.count_nonzero(counts)
                 idf = np.log1p((index.n_chunks - df + 0.5) / (df + 0.5))
                 parts.append(f"{term}:{idf * counts[best] * (cs.BM25_K1 + 1) / (counts[best] + norm[best]):.1f}({counts[best]:g})")
+        also = f" | literal {literal[best]:.1f}" if literal is not None else ""
         print(f"  {'answer ' if rel == answer else ''}{rel}:{index.chunk_start[best]}-{index.chunk_end[best]}"
-              f" x{prior[best]:g} = {scores[best]:.1f}: {' '.join(parts)}")
+              f" x{prior[best]:g} = {scores[best]:.1f}: {' '.join(parts)}{also}")
 
 
 # Tried and left out (they cost more than they gained on the tuning questions): English function
