@@ -192,7 +192,7 @@ def load_index(repo_root, cache_dir=None) -> LexicalIndex:
 
 # --------------------------------------------------------------------------- words
 
-_terms_memo: dict = {}  # identifier -> its terms (identifier_terms); (part,) -> its stem (index_terms)
+_terms_memo: dict = {}  # word -> identifier_terms; (word,) -> index_terms; (piece, "") -> the piece's stem
 
 
 def identifier_terms(word: str) -> tuple[str, ...]:
@@ -387,10 +387,7 @@ def score_chunks(index: LexicalIndex, terms, intent: str = "code") -> np.ndarray
     file's BM25 score (the file's counts summed over its chunks): of two equal chunks, the one in
     a file about the question's subject wins.
     """
-    norm = index.memo.get("bm25_norm")
-    if norm is None:
-        mean = float(index.chunk_length.mean()) if index.n_chunks else 1.0
-        norm = index.memo["bm25_norm"] = BM25_K1 * (1 - BM25_B + BM25_B * index.chunk_length / max(mean, 1.0))
+    norm = _chunk_norm(index)
     total = np.zeros(index.n_chunks, dtype=np.float64)
     whole = np.zeros(len(index.files), dtype=np.float64) if FILE_WEIGHT else None
     file_norm = _file_norm(index) if FILE_WEIGHT else None
@@ -398,8 +395,7 @@ def score_chunks(index: LexicalIndex, terms, intent: str = "code") -> np.ndarray
         counts = index.term_counts(term)
         if counts is None:
             continue
-        df = np.count_nonzero(counts)
-        idf = np.log1p((index.n_chunks - df + 0.5) / (df + 0.5))
+        idf = _idf(index, counts)
         total += idf * counts * (BM25_K1 + 1) / (counts + norm)
         if whole is not None:
             in_file = np.bincount(index.chunk_file, weights=counts, minlength=len(index.files))
@@ -433,18 +429,31 @@ def literal_scores(index: LexicalIndex, question: str) -> np.ndarray:
     and name boosts that serve questions about code favour code files for these questions
     (bench/README.md: doc questions, MRR +0.033 over the twelve sets that have them).
     """
-    norm = index.memo.get("bm25_own_norm")
-    if norm is None:
-        mean = float(index.own_length.mean()) if index.n_chunks else 1.0
-        norm = index.memo["bm25_own_norm"] = BM25_K1 * (1 - BM25_B + BM25_B * index.own_length / max(mean, 1.0))
+    norm = _chunk_norm(index, own=True)
     total = np.zeros(index.n_chunks, dtype=np.float64)
     for term in dict.fromkeys(t for w in IDENTIFIER.findall(question) for t in index_terms(w) if len(t) > 1):
         counts = index.term_counts(term, own=True)
-        df = np.count_nonzero(counts) if counts is not None else 0
-        if df:
-            idf = np.log1p((index.n_chunks - df + 0.5) / (df + 0.5))
-            total += idf * counts * (BM25_K1 + 1) / (counts + norm)
+        if counts is not None and counts.any():  # not a word only the path, heading or name has
+            total += _idf(index, counts) * counts * (BM25_K1 + 1) / (counts + norm)
     return total
+
+
+def _chunk_norm(index: LexicalIndex, own: bool = False) -> np.ndarray:
+    """BM25's length adjustment per chunk, k1 (1 - b + b length / mean length), once per index
+    (``own``: the lengths of the chunks' own text, for literal_scores)."""
+    key = "bm25_own_norm" if own else "bm25_norm"
+    norm = index.memo.get(key)
+    if norm is None:
+        length = index.own_length if own else index.chunk_length
+        mean = float(length.mean()) if index.n_chunks else 1.0
+        norm = index.memo[key] = BM25_K1 * (1 - BM25_B + BM25_B * length / max(mean, 1.0))
+    return norm
+
+
+def _idf(index: LexicalIndex, counts) -> float:
+    """A term's rarity over the chunks, from its counts in each."""
+    df = np.count_nonzero(counts)
+    return np.log1p((index.n_chunks - df + 0.5) / (df + 0.5))
 
 
 def _file_norm(index: LexicalIndex) -> np.ndarray:

@@ -149,7 +149,7 @@ def explain(index, q) -> None:
     print(f"\n[{q['repo']}/{q['style']}] rank {rank}, intent {intent}: {q['question']}")
     answer = ranking[rank - 1] if rank else None
     number = {rel: f for f, (rel, *_) in enumerate(index.files)}
-    norm, prior = index.memo["bm25_norm"], cs.role_prior(index, intent)
+    norm, prior = cs._chunk_norm(index), cs.role_prior(index, intent)
     for rel in ranking[:min(rank - 1, 3) if rank else 3] + ([answer] if answer else []):
         chunks = np.flatnonzero(index.chunk_file == number[rel])
         best = int(chunks[np.argmax(scores[chunks])])
@@ -157,8 +157,7 @@ def explain(index, q) -> None:
         for term in terms:
             counts = index.term_counts(term)
             if counts is not None and counts[best] > 0:
-                df = np.count_nonzero(counts)
-                idf = np.log1p((index.n_chunks - df + 0.5) / (df + 0.5))
+                idf = cs._idf(index, counts)
                 parts.append(f"{term}:{idf * counts[best] * (cs.BM25_K1 + 1) / (counts[best] + norm[best]):.1f}({counts[best]:g})")
         also = f" | literal {literal[best]:.1f}" if literal is not None else ""
         print(f"  {'answer ' if rel == answer else ''}{rel}:{index.chunk_start[best]}-{index.chunk_end[best]}"
