@@ -30,7 +30,10 @@ The rankers:
   plain BM25  issue 29's baseline: the same chunks, every word lower-cased and identifiers also split
               into their parts (plain_tokens), BM25 with k1 = 1.2 and b = 0.75, no weights.
   dense       (--dense) embedding similarity, times the same file-role weights (dense_chunk_scores)
-  lexical + dense   (--dense) what select_context does with EMBEDDING_MODEL set (fuse_scores)
+  lexical + dense   (--dense) what select_context does with EMBEDDING_MODEL set (fuse_scores,
+              dense_weighting)
+  lexical + dense, one weight   DENSE_WEIGHT and DENSE_MARGIN for every question, as before the sixth round
+  lexical + dense, how-to too   that, and how-to questions fused as well, as before DENSE_HOWTO
   lexical + dense, RRF   the two fused by reciprocal rank instead, as before issue 29
 Intervals: percentile bootstrap over questions (2,000 resamples, seeded). A difference between two
 rankers is bootstrapped paired (the same resampled questions for both), so it is far tighter than
@@ -333,6 +336,8 @@ def rank_all(questions, roots, variants, embed=None, cache=None, dense_weights=(
                 if intent == "howto" and not cs.DENSE_HOWTO:
                     dense = np.zeros_like(dense)  # select_context asks no embedding for these: lexical decides
                 ranks["lexical + dense"].append(first_relevant_rank(
+                    file_ranking(index, cs.fuse_scores(lexical, dense, *cs.dense_weighting(q["question"]))), q["relevant"]))
+                ranks["lexical + dense, one weight"].append(first_relevant_rank(  # as before dense_weighting
                     file_ranking(index, cs.fuse_scores(lexical, dense, cs.DENSE_WEIGHT)), q["relevant"]))
                 ranks["lexical + dense, RRF"].append(first_relevant_rank(  # the fusion before issue 29
                     file_ranking(index, cs.fuse_rankings(lexical, dense)), q["relevant"]))

@@ -311,6 +311,40 @@ def test_dense_never_moves_a_clear_lexical_winner_but_breaks_near_ties():
     assert cs.fuse_scores(np.zeros(3), dense, weight=cs.DENSE_WEIGHT).argmax() == 1  # no lexical match at all
 
 
+@pytest.mark.parametrize("question, named", [
+    ("Where does it give up after too many tries?", False),
+    ("what keeps the worker alive when a job hangs", False),
+    ("Where is retry_after defined?", True),
+    ("What raises `Timeout`?", True),
+    ("RetryError: gave up after 3 attempts", True),
+    ("Where is session.close called?", True),
+])
+def test_a_question_in_everyday_words_gives_the_model_more_say(question, named):
+    """A lexical lead between DENSE_MARGIN and DENSE_WORDS_MARGIN stands for a question that names
+    code and falls to the dense runner-up for one asked in everyday words (bench/README.md)."""
+    assert cs.DENSE_MARGIN < 0.15 < cs.DENSE_WORDS_MARGIN and cs.DENSE_WORDS_WEIGHT > cs.DENSE_WEIGHT
+    weighting = cs.dense_weighting(question)
+    assert weighting == ((cs.DENSE_WEIGHT, cs.DENSE_MARGIN) if named else (cs.DENSE_WORDS_WEIGHT, cs.DENSE_WORDS_MARGIN))
+    lexical_scores, dense = np.array([1.0, 0.85, 0.2]), np.array([0.0, 1.0, 0.0])  # lexical leads by 0.15
+    assert cs.fuse_scores(lexical_scores, dense, *weighting).argmax() == (0 if named else 1), question
+
+
+def test_select_context_fuses_with_the_questions_own_weighting(tmp_path, monkeypatch):
+    repo = make_repo(tmp_path / "repo")
+    asked = []
+
+    def weighting(question):
+        asked.append(question)
+        return 0.0, cs.DENSE_MARGIN  # no dense say at all: the lexical order must come back
+
+    monkeypatch.setattr(cs, "dense_weighting", weighting)
+    question = "which listener gets told"
+    got = cs.select_context(question, repo, embed=FakeEmbedder(), cache_dir=tmp_path / "cache")
+    where = [(s.path, s.start_line, s.end_line) for s in got]
+    assert asked == [question] and where == [(s.path, s.start_line, s.end_line) for s in lexical(question, repo, tmp_path)]
+    assert where  # fused scores are scaled: compare what was picked, not the scores
+
+
 def test_a_how_to_question_is_ranked_lexically_and_embeds_nothing(tmp_path, monkeypatch):
     """all-MiniLM-L6-v2 put doc pages far below where the words do (bench/README.md): a how-to
     question keeps the lexical order and costs no embedding call; other questions still ask."""
