@@ -172,6 +172,24 @@ def test_find_lowered_agrees_with_lowering_the_whole_file_wherever_the_rare_byte
         assert repo_files.find_lowered(data, wanted) == data.lower().find(wanted), (filler, wanted)
 
 
+def test_count_newlines_counts_as_bytes_count_on_either_side_of_its_numpy_threshold():
+    import random
+    rng = random.Random(6)
+    step = repo_files.FOLD_STEP
+    data = bytes(rng.choice(b"ab\n\r") for _ in range(3 * step))
+    for start, stop in [(0, 0), (0, step - 1), (0, step), (1, step + 1), (5, 3 * step), (step, 3 * step - 3)]:
+        assert repo_files.count_newlines(data, start, stop) == data.count(b"\n", start, stop), (start, stop)
+
+
+def test_matches_far_apart_in_a_big_file_keep_their_numbers(tmp_path):
+    # matching_lines counts the lines between two matches (numpy past FOLD_STEP): none may be lost.
+    gap = "filler\n" * (repo_files.FOLD_STEP // 3)
+    data = ("needle\n" + gap + "needle\r\n" + gap + gap + "needle").encode()
+    (tmp_path / "far.py").write_bytes(data)
+    result = tools.search_code(tmp_path, "needle")
+    assert [line.split(":")[1] for line in result.splitlines()] == [str(n) for n in _numbered(data, "needle")], result
+
+
 def test_a_match_far_into_a_big_file_is_numbered_as_the_plain_reading_numbers_it(tmp_path):
     # search_code looks at a big file from its first match's line on: the numbers must not move.
     head = "x = 1\r\n" * (2 * repo_files.FOLD_STEP // 7) + "y = 2\n"

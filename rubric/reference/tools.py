@@ -24,7 +24,7 @@ from pathlib import Path
 from repo_files import (  # noqa: F401
     BINARY_SNIFF_BYTES, EXCLUDED_DIRS, FOLD_STEP, KEY_FILE_NAMES, MAX_ECHO_CHARS, MAX_LINE_CHARS, MAX_SCAN_BYTES,
     MAX_WALK_DEPTH, MAX_WALK_DIRS, MAX_WALK_FILES, SECRET_FILE_NAMES, SECRET_PREFIXES, SECRET_SUFFIXES,
-    VIRTUALENV_MARKERS, ToolError, TreeReader, count_lines, count_matching_lines, current_record, display_path,
+    VIRTUALENV_MARKERS, ToolError, TreeReader, count_lines, count_matching_lines, count_newlines, current_record, display_path,
     excluded_name, find_lowered, is_excluded, is_virtualenv, iter_repo_files, matching_lines, open_in_root,
     open_resolved, printable, read_text_in_root, recording, relative_parts, rooted, shorten, split_lines,
     _OpenDirectory, _excluded_message, _inside_virtualenv, _is_binary, _is_junction, _lexists_in,
@@ -259,7 +259,7 @@ def search_code(repo_root, query) -> str:
             skipped = 0  # lines before the first match's line: not lowered, not looked at again
             if ascii_query and first >= FOLD_STEP:  # a big file's first match far in: start at its line
                 cut = data.rfind(b"\n", 0, first) + 1
-                skipped, data, first = data.count(b"\n", 0, cut), data[cut:], first - cut
+                skipped, data, first = count_newlines(data, 0, cut), data[cut:], first - cut
             low = data.lower() if ascii_query else None  # a match: lowered (from there) once
             if ascii_query and len(hits) >= MAX_SEARCH_HITS:  # none of it is shown: count lines, no numbers
                 found = count_matching_lines(data, low, needle_bytes, first, MAX_SEARCH_MATCHES + 1 - total)
