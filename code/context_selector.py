@@ -30,15 +30,15 @@ These sparse vectors need no model and no network. Every weight here was measure
 bench/bench_retrieval.py --ablate (README there); those that did not pay were removed.
 
 With an ``embed`` function (copilot.py passes one when EMBEDDING_MODEL is set), dense vectors from
-an embedding model are added (embeddings.py): each chunk's lexical score, scaled to the best one,
-plus DENSE_WEIGHT times its dense score, scaled the same way, a weight that fades to nothing when
-the best lexical chunk leads the next by DENSE_MARGIN (fuse_scores). Rank fusion was the first
-choice; with a small model it ranked below lexical alone on doc and error questions, and so did
-the sum without the margin (bench/README.md). A question that names no code (no identifier, no
-backticks) gives the model more say, DENSE_WORDS_WEIGHT up to a lead of DENSE_WORDS_MARGIN: asked
-in other words than the code's, it is where words alone miss most (dense_weighting). How-to
-questions are ranked lexically alone (DENSE_HOWTO): that model put their doc pages far below
-where the words do.
+an embedding model join in (embeddings.py) for a question asked in everyday words: one that names
+no code (no identifier, no backticked name) and is not a how-to question (uses_dense). There words
+miss most, and a model finds code asked about in other words; identifiers and error messages are
+what words rank best, and the model put doc pages far below where the words do. Each chunk's
+lexical score, scaled to the best one, plus its dense score scaled the same way (DENSE_WEIGHT),
+a weight that fades to nothing as the best lexical chunk's lead over the next grows to
+DENSE_MARGIN (fuse_scores); then doc pages go back to the places the words gave them, and the
+model reorders only the files around them (keep_doc_places). Rank fusion was the first choice;
+with a small model it ranked below lexical alone on doc and error questions (bench/README.md).
 
 The machinery lives beside this file: context_index.py stores the chunks' counts as an inverted
 index, builds it in parallel for big repositories and caches it outside the repository
@@ -123,11 +123,10 @@ META_ROLE = True                  # off in bench_retrieval.py's "no meta role"
 BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
 RRF_K = 60                        # reciprocal-rank fusion constant (the usual value)
-DENSE_WEIGHT = 0.3                # dense scores' weight beside lexical ones, both scaled to 1 (fuse_scores)
-DENSE_MARGIN = 0.05               # a lexical lead this large leaves dense no say (fuse_scores)
-DENSE_WORDS_WEIGHT = 0.7          # a question naming no code: dense has more say (dense_weighting)
-DENSE_WORDS_MARGIN = 0.3          # ... until lexical leads by this much
-DENSE_HOWTO = False               # nor on how-to questions: all-MiniLM-L6-v2 alone ranked their docs far below lexical
+DENSE_WEIGHT = 1.0                # dense scores' weight beside lexical ones, both scaled to 1 (fuse_scores)
+DENSE_MARGIN = 0.3                # a lexical lead this large leaves dense no say (fuse_scores)
+DENSE_NAMED = False               # no dense for a question naming code: words rank those best (uses_dense)
+DENSE_HOWTO = False               # nor for how-to questions: all-MiniLM-L6-v2 alone ranked their docs far below lexical
 INDEX_VERSION = 7                 # bump when chunking or tokenization changes (cached indexes are rebuilt)
 
 IDENTIFIER = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
@@ -177,13 +176,13 @@ def select_context(question, repo_root, k=DEFAULT_TOP_FILES, embed=None, cache_d
         return []
     terms, intent = question_terms(question), question_intent(question)
     scores = lexical_scores(index, question, terms, intent)   # 3. score
-    if embed is not None and (DENSE_HOWTO or intent != "howto"):  # + dense vectors, if configured
+    if embed is not None and uses_dense(question, intent):  # + dense vectors, if configured
         try:
             dense = dense_chunk_scores(index, question, embed, cache_dir, intent)
         except EmbeddingFailed as exc:  # the run goes on: lexical context is still good context
             print(f"context: embeddings unavailable ({exc}); using lexical context only", file=sys.stderr)
         else:
-            scores = fuse_scores(scores, dense, *dense_weighting(question)).astype(np.float32)
+            scores = keep_doc_places(index, scores, fuse_scores(scores, dense, DENSE_WEIGHT))
     if exclude:
         hidden = np.array([f[0].startswith(tuple(exclude)) for f in index.files] or [False])
         scores = np.where(hidden[index.chunk_file], 0, scores)
@@ -514,17 +513,48 @@ def fuse_scores(lexical, dense, weight: float, margin: float | None = None) -> n
     return fused + (weight * dense / top_dense if top_dense > 0 and weight > 0 else 0.0)
 
 
-def dense_weighting(question: str) -> tuple[float, float]:
-    """(weight, margin) for fuse_scores: DENSE_WORDS_* when the question names no code, else DENSE_*.
+def uses_dense(question: str, intent: str) -> bool:
+    """Whether an embedding model has a say on ``question``: not when it names code (an identifier,
+    a backticked name, an exception: words find those) nor when it asks how to do something.
 
-    A question with an identifier, a backticked name or an exception in it is one words rank well
-    (identifier, error questions); one asked only in everyday words ("where does it give up after
-    too many tries?") is where an embedding model finds what words miss. all-MiniLM-L6-v2 on the
-    tuning sets: paraphrase +0.033 and test +0.044 over the single weight, doc and error level
-    (bench/README.md, sixth round)."""
-    if CODE_NAME.search(question):
-        return DENSE_WEIGHT, DENSE_MARGIN
-    return DENSE_WORDS_WEIGHT, DENSE_WORDS_MARGIN
+    all-MiniLM-L6-v2 over 1,585 tuning questions: fused with every question it gained identifier
+    questions 0.006 and cost doc ones; on these alone it gains paraphrase 0.034 and test 0.049,
+    and a named question costs no embedding call (bench/README.md, sixth round)."""
+    if intent == "howto" and not DENSE_HOWTO:
+        return False
+    return DENSE_NAMED or not CODE_NAME.search(question)
+
+
+def keep_doc_places(index: LexicalIndex, lexical, fused) -> np.ndarray:
+    """``fused`` chunk scores, rescaled file by file so that each doc page keeps the place among
+    files that ``lexical`` gave it, and the other files fill the places left in ``fused``'s order.
+
+    all-MiniLM-L6-v2 alone ranks doc pages far below where the words do: added to lexical scores,
+    it pushed code files over the right doc page. A file's score is linear in its chunks' scores
+    (file_scores), so scaling a file's chunks sets its rank and keeps their order within it."""
+    fused = np.asarray(fused, dtype=np.float64)
+    by_lexical, by_fused = file_scores(index, lexical), file_scores(index, fused)
+    is_doc = np.array([file_role(rel) == "doc" for rel, *_ in index.files] or [False])
+    lexical_order = np.argsort(-by_lexical, kind="stable")
+    lexical_order = lexical_order[by_lexical[lexical_order] > 0]
+    fused_order = np.argsort(-by_fused, kind="stable")
+    fused_order = fused_order[by_fused[fused_order] > 0]
+    others = iter(fused_order[~is_doc[fused_order]].tolist())
+    docs = iter(f for f in lexical_order.tolist() if is_doc[f])
+    doc_places = {place for place, f in enumerate(lexical_order.tolist()) if is_doc[f]}
+    order = []
+    for place in range(len(fused_order)):  # a doc page at its lexical place, else the next other file
+        f = next(docs, None) if place in doc_places else next(others, None)
+        if f is None:  # one kind ran out: the rest of the other, in its own order
+            f = next(others, None) if place in doc_places else next(docs, None)
+        if f is None:
+            break
+        order.append(f)
+    # The fused file scores, best first, handed out in the new order (strictly falling: no ties to reorder).
+    target = np.sort(by_fused[order])[::-1] * (1.0 - 1e-6 * np.arange(len(order)))
+    scale = np.zeros(len(index.files))
+    scale[order] = target / np.maximum(by_fused[order], 1e-300)
+    return fused * scale[index.chunk_file]
 
 
 def fuse_rankings(*score_arrays, weights=None) -> np.ndarray:

@@ -30,9 +30,10 @@ The rankers:
   plain BM25  issue 29's baseline: the same chunks, every word lower-cased and identifiers also split
               into their parts (plain_tokens), BM25 with k1 = 1.2 and b = 0.75, no weights.
   dense       (--dense) embedding similarity, times the same file-role weights (dense_chunk_scores)
-  lexical + dense   (--dense) what select_context does with EMBEDDING_MODEL set (fuse_scores,
-              dense_weighting)
-  lexical + dense, one weight   DENSE_WEIGHT and DENSE_MARGIN for every question, as before the sixth round
+  lexical + dense   (--dense) what select_context does with EMBEDDING_MODEL set (uses_dense,
+              fuse_scores, keep_doc_places)
+  lexical + dense, fifth round   as shipped before the sixth round: every question but how-to ones
+              fused, dense weighted 0.3 up to a lead of 0.05, no doc places kept
   lexical + dense, how-to too   that, and how-to questions fused as well, as before DENSE_HOWTO
   lexical + dense, RRF   the two fused by reciprocal rank instead, as before issue 29
 Intervals: percentile bootstrap over questions (2,000 resamples, seeded). A difference between two
@@ -78,6 +79,7 @@ SETS = {"v2": Path(__file__).with_name("retrieval_questions_v2.jsonl"),
         "v3-heldout": Path(__file__).with_name("questions_v3") / "heldout.jsonl",  # (questions_v3/README.md)
         **{f"v{n}": Path(__file__).with_name(f"questions_v{n}") / "heldout.jsonl" for n in range(4, 17)}}  # with --trees
 PLAIN_K1, PLAIN_B = 1.2, 0.75     # the baseline's constants, fixed whatever the selector uses
+FIFTH_ROUND = (0.3, 0.05)         # DENSE_WEIGHT, DENSE_MARGIN as shipped before the sixth round
 
 
 # --------------------------------------------------------------------------- rankers
@@ -332,13 +334,12 @@ def rank_all(questions, roots, variants, embed=None, cache=None, dense_weights=(
                 dense = cs.dense_chunk_scores(index, q["question"], embed, cache, intent)
                 ranks["dense"].append(first_relevant_rank(file_ranking(index, dense), q["relevant"]))
                 ranks["lexical + dense, how-to too"].append(first_relevant_rank(  # as before DENSE_HOWTO
-                    file_ranking(index, cs.fuse_scores(lexical, dense, cs.DENSE_WEIGHT)), q["relevant"]))
-                if intent == "howto" and not cs.DENSE_HOWTO:
-                    dense = np.zeros_like(dense)  # select_context asks no embedding for these: lexical decides
+                    file_ranking(index, cs.fuse_scores(lexical, dense, *FIFTH_ROUND)), q["relevant"]))
+                fused = cs.keep_doc_places(index, lexical, cs.fuse_scores(lexical, dense, cs.DENSE_WEIGHT))
                 ranks["lexical + dense"].append(first_relevant_rank(
-                    file_ranking(index, cs.fuse_scores(lexical, dense, *cs.dense_weighting(q["question"]))), q["relevant"]))
-                ranks["lexical + dense, one weight"].append(first_relevant_rank(  # as before dense_weighting
-                    file_ranking(index, cs.fuse_scores(lexical, dense, cs.DENSE_WEIGHT)), q["relevant"]))
+                    file_ranking(index, fused if cs.uses_dense(q["question"], intent) else lexical), q["relevant"]))
+                fifth = cs.fuse_scores(lexical, dense, *FIFTH_ROUND) if intent != "howto" else lexical
+                ranks["lexical + dense, fifth round"].append(first_relevant_rank(file_ranking(index, fifth), q["relevant"]))
                 ranks["lexical + dense, RRF"].append(first_relevant_rank(  # the fusion before issue 29
                     file_ranking(index, cs.fuse_rankings(lexical, dense)), q["relevant"]))
                 for weight in dense_weights:
