@@ -33,6 +33,8 @@ from harness.teach import check, show
 
 M5 = BY_ID["M5"]
 QUESTION = "Why does order_total raise AttributeError?"
+# Asked in everyday words: the embedding model is asked only for such a question (context_selector.uses_dense).
+WORDS_QUESTION = "Where is the total of an order added up?"
 GOOD_ANSWER = ("subtotal reads item.cost (shop/service.py:9), but Item only defines price "
                "(shop/models.py:11).")
 
@@ -159,8 +161,8 @@ def test_litellm_sends_the_assistant_turn_then_the_tool_result(copilot, offline)
         settings = config.Settings(model="openai/fake-model", api_base=server.base_url, api_key="test-key",
                                    embedding_model="openai/fake-embed", embedding_api_base=server.base_url,
                                    embedding_api_key="test-key", cache_dir=offline)
-        result = copilot.run(QUESTION, FIXTURE_REPO, settings=settings)
-    called = "copilot.run(QUESTION, fixture_repo, settings=<openai/fake-model at a local server>)"
+        result = copilot.run(WORDS_QUESTION, FIXTURE_REPO, settings=settings)
+    called = "copilot.run(WORDS_QUESTION, fixture_repo, settings=<openai/fake-model at a local server>)"
     chats = server.chat_requests
     check(len(chats) == 2 and result.answer == GOOD_ANSWER, M5, "agent_loop.run_agent", called,
           "two chat requests (tool call, then answer) and the scripted answer",
@@ -188,7 +190,7 @@ def test_litellm_sends_the_assistant_turn_then_the_tool_result(copilot, offline)
         settings = config.Settings(model="openai/fake-model", api_base=again.base_url, api_key="test-key",
                                    embedding_model="openai/fake-embed", embedding_api_base=server.base_url,
                                    embedding_api_key="test-key", cache_dir=offline)
-        copilot.run(QUESTION, FIXTURE_REPO, settings=settings)
+        copilot.run(WORDS_QUESTION, FIXTURE_REPO, settings=settings)
     check(not again.embedding_requests, M5, "context_selector.select_context", "the same run a second time",
           "no embedding requests: every vector comes from the cache", f"{len(again.embedding_requests)} requests",
           "vectors are cached by content hash and embedder")
