@@ -41,6 +41,7 @@ PROGRESS_AFTER_SECONDS = 2.0      # say what is happening when indexing is slow
 PARALLEL_MIN_BYTES = 4_000_000    # below this, starting worker processes costs more than it saves
 FILES_PER_BATCH = 64              # files a worker reads with one TreeReader (neighbours share folders)
 BATCH_BYTES = 1_000_000           # ... and at most this much text, so stopping at a budget wastes little
+SPLIT_PARTS = 4                   # with workers, the identifiers are split into terms in this many pieces
 STORAGE_VERSION = 2               # bump when the arrays stored below change
 
 
@@ -189,12 +190,21 @@ def build_index(root, listing, recipe: Recipe) -> LexicalIndex:
 def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
     started = time.perf_counter()
     wanted = within_budget([(str(p), rel, size) for p, rel, size, _ in listing if indexable(rel, size)], root)
+    pool = _worker_pool(sum(size for *_, size in wanted)) if wanted else None
+    try:
+        return _index_with(pool, root, listing, wanted, recipe, started)
+    finally:  # also when the chunk budget stopped the reading early: batches not started were dropped
+        if pool is not None:
+            pool.shutdown(wait=True, cancel_futures=True)
+
+
+def _index_with(pool, root, listing, wanted, recipe: Recipe, started) -> LexicalIndex:
     position = {rel: i for i, (_, rel, _, _) in enumerate(listing)}
     words: dict[str, int] = defaultdict()
     words.default_factory = words.__len__  # a new identifier gets the next number
     hashes, chunk_file, spans, sizes, ids = {}, array("i"), array("i"), array("i"), []
     counts, own = array("i"), array("i")
-    results = _index_all(str(root), wanted, recipe.index_file, started)
+    results = _index_all(str(root), wanted, recipe.index_file, started, pool)
     try:
         for (_, rel, _), (digest, found) in zip(wanted, results):
             hashes[rel] = digest
@@ -213,23 +223,25 @@ def _build_index(root, listing, recipe: Recipe) -> LexicalIndex:
                       file=sys.stderr)
                 break
     finally:
-        results.close()  # stops the workers still reading files past the budget
+        results.close()  # cancels the batches not started yet (past the budget)
+    # Each identifier's terms, once all files are in: in the worker processes, if any, while this one sorts.
+    split = _split_terms(pool, recipe.terms_of, list(words))  # a lazy map: the sorting below goes on meanwhile
     ids = np.concatenate(ids) if ids else np.zeros(0, dtype=np.int64)
     tf = np.frombuffer(counts, dtype=np.int32).astype(np.float32)
     tf_own = np.frombuffer(own, dtype=np.int32).astype(np.float32)
     rows = np.repeat(np.arange(len(sizes), dtype=np.int32), np.frombuffer(sizes, dtype=np.int32))
-    split = list(map(recipe.terms_of, words))  # each identifier's terms, once all files are in
-    terms, term_ptr, term_words, terms_per_word = _term_map(split)
     order = np.argsort(ids.astype(np.int32), kind="stable")  # group the entries by identifier (int32 sorts faster)
     word_ptr = np.concatenate([[0], np.cumsum(np.bincount(ids, minlength=len(words)))]).astype(np.int64)
+    postings, tf_sorted, tf_own_sorted = rows[order], tf[order], tf_own[order]
     bounds = np.frombuffer(spans, dtype=np.int32).reshape(-1, 2)
+    terms, term_ptr, term_words, terms_per_word = _term_map(list(chain.from_iterable(split)))  # waits for the terms
     # A chunk's length counts every term, as a question sees it: order_total is three.
     length = np.bincount(rows, weights=tf * terms_per_word[ids], minlength=len(sizes)).astype(np.float32)
     own_length = np.bincount(rows, weights=tf_own * terms_per_word[ids], minlength=len(sizes)).astype(np.float32)
     chunks = (np.frombuffer(chunk_file, dtype=np.int32).copy(), bounds[:, 0].copy(), bounds[:, 1].copy(), length)
     _progress_done(started, len(hashes), len(sizes))
     return LexicalIndex(root, [(rel, size, mtime) for _, rel, size, mtime in listing], hashes, chunks,
-                        terms, term_ptr, term_words, word_ptr, rows[order], tf[order], tf_own[order], own_length)
+                        terms, term_ptr, term_words, word_ptr, postings, tf_sorted, tf_own_sorted, own_length)
 
 
 def within_budget(files, root=None) -> list[tuple[str, str, int]]:
@@ -280,22 +292,35 @@ def _term_map(split):
     return dict(numbered), term_ptr, word_cols[order], per_word.astype(np.float32)
 
 
-def _index_all(root: str, wanted, index_file, started):
-    """index_file for every file, in order; in worker processes when the repository is big."""
+def _index_all(root: str, wanted, index_file, started, pool):
+    """index_file for every file, in order; in the worker processes of ``pool`` when there is one."""
     if not wanted:
         return
-    pool = _worker_pool(sum(size for *_, size in wanted))
     if pool is None:
         with TreeReader(root) as tree:
             yield from _with_progress((index_file(tree, rel) for _, rel, _ in wanted), len(wanted), started)
         return
     # Neighbouring files share folders: a batch opens each of its folders once (TreeReader).
     batches = list(_batches(wanted))
+    results = pool.map(_index_batch, [index_file] * len(batches), [root] * len(batches), batches)
     try:
-        results = pool.map(_index_batch, [index_file] * len(batches), [root] * len(batches), batches)
         yield from _with_progress((found for batch in results for found in batch), len(wanted), started)
-    finally:  # also when the caller stops early (the chunk budget): batches not started are dropped
-        pool.shutdown(wait=True, cancel_futures=True)
+    finally:  # also when the caller stops early (the chunk budget): map's iterator cancels the batches not started
+        results.close()
+
+
+def _split_terms(pool, terms_of, words: list[str]):
+    """The terms of each identifier (terms_of), in order, as an iterable of lists: in the worker
+    processes when there are any (already sent to them on return, so the caller can work meanwhile)."""
+    if pool is None or not words:
+        return [list(map(terms_of, words))]
+    step = -(-len(words) // SPLIT_PARTS)
+    parts = [words[i:i + step] for i in range(0, len(words), step)]
+    return pool.map(_split_part, [terms_of] * len(parts), parts)
+
+
+def _split_part(terms_of, words):
+    return list(map(terms_of, words))
 
 
 def _batches(wanted):
