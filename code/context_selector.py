@@ -534,7 +534,9 @@ def keep_doc_places(index: LexicalIndex, lexical, fused) -> np.ndarray:
     (file_scores), so scaling a file's chunks sets its rank and keeps their order within it."""
     fused = np.asarray(fused, dtype=np.float64)
     by_lexical, by_fused = file_scores(index, lexical), file_scores(index, fused)
-    is_doc = np.array([file_role(rel) == "doc" for rel, *_ in index.files] or [False])
+    is_doc = index.memo.get("is_doc")
+    if is_doc is None:
+        is_doc = index.memo["is_doc"] = np.array([file_role(rel) == "doc" for rel, *_ in index.files] or [False])
     lexical_order = np.argsort(-by_lexical, kind="stable")
     lexical_order = lexical_order[by_lexical[lexical_order] > 0]
     fused_order = np.argsort(-by_fused, kind="stable")
