@@ -517,9 +517,9 @@ def uses_dense(question: str, intent: str) -> bool:
     """Whether an embedding model has a say on ``question``: not when it names code (an identifier,
     a backticked name, an exception: words find those) nor when it asks how to do something.
 
-    all-MiniLM-L6-v2 over 1,585 tuning questions: fused with every question it gained identifier
-    questions 0.006 and cost doc ones; on these alone it gains paraphrase 0.034 and test 0.049,
-    and a named question costs no embedding call (bench/README.md, sixth round)."""
+    all-MiniLM-L6-v2 over 1,585 tuning questions, fused on these alone: paraphrase +0.034, test
+    +0.049, the other styles level; fused on named ones too, it had gained identifier questions
+    0.006. A named question costs no embedding call (bench/README.md, sixth round)."""
     if intent == "howto" and not DENSE_HOWTO:
         return False
     return DENSE_NAMED or not CODE_NAME.search(question)
