@@ -326,6 +326,14 @@ def test_a_question_that_names_code_is_ranked_lexically_and_embeds_nothing(tmp_p
     assert embed.questions == ["where do the listeners get told"]  # everyday words: the model is asked
 
 
+def test_dense_named_asks_the_model_for_named_questions_too(tmp_path, monkeypatch):
+    repo = make_repo(tmp_path / "repo")
+    embed = FakeEmbedder()
+    monkeypatch.setattr(cs, "DENSE_NAMED", True)
+    cs.select_context("Where is send_signal defined?", repo, embed=embed, cache_dir=tmp_path / "cache")
+    assert embed.questions == ["Where is send_signal defined?"]
+
+
 def _files_scored(index, per_file: dict) -> np.ndarray:
     """Chunk scores giving each named file its score on its first chunk (a tenth on the others)."""
     scores = np.zeros(index.n_chunks)
