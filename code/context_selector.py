@@ -86,6 +86,8 @@ ROLE_WEIGHTS = {"source": 1.0, "test": 0.5, "doc": 0.7, "changelog": 0.5, "meta"
 # (bench_retrieval.py, test questions: MRR 0.34 -> 0.82), a how-to question puts docs level with source.
 INTENT_WEIGHTS = {"test": {"source": 0.7, "test": 1.0}, "howto": {"doc": 1.0}}
 TEST_WORDS = frozenset({"test", "tests", "tested", "testing"})
+# "my tests", "our unit tests": the user's own tests, not the project's; the docs usually answer.
+OWN_TESTS = re.compile(r"\b(my|our|your)\s+(own\s+)?(unit\s+|integration\s+)?(tests?|test suite|testing)\b", re.IGNORECASE)
 # "Where is it checked that...", "Which check proves...": asked without the word, still a test question.
 CHECKED_WHERE = re.compile(r"\bwhere (is|are) (it|this|that|they) (checked|verified|asserted|ensured|confirmed)\b"
                            r"|\bwhich checks? (proves?|shows?|confirms?)\b", re.IGNORECASE)
@@ -251,7 +253,7 @@ def question_intent(question: str) -> str:
 
     Picks the file-role weights (INTENT_WEIGHTS). 'test_client' is an identifier, not the word.
     """
-    words = {w.lower() for w in IDENTIFIER.findall(question)}
+    words = {w.lower() for w in IDENTIFIER.findall(OWN_TESTS.sub(" ", question) if OWN_TESTS else question)}
     if words & TEST_WORDS or (CHECKED_WHERE is not None and CHECKED_WHERE.search(question)):
         return "test"
     if HOWTO.search(question):

@@ -245,6 +245,10 @@ def test_question_intent_comes_from_the_words():
     assert cs.question_intent("Is there a way to print the parse tree?") == "howto"
     assert cs.question_intent("What's the recommended buffer size for a channel?") == "howto"
     assert cs.question_intent("How is the next URL checked after login?") == "code"
+    # the user's own tests are not the project's: the docs usually answer
+    assert cs.question_intent("How do I check in my unit tests which entries my code logged?") == "howto"
+    assert cs.question_intent("My tests that use fake objects fail with a registration error") == "code"
+    assert cs.question_intent("Where are the tests for the retry decorator?") == "test"
 
 
 def test_python_is_chunked_by_definition_even_when_it_does_not_parse():
