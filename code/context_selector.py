@@ -477,9 +477,17 @@ def role_prior(index: LexicalIndex, intent: str = "code") -> np.ndarray:
     prior = index.memo.get(f"role_prior:{intent}")
     if prior is None:
         weights = {**ROLE_WEIGHTS, **INTENT_WEIGHTS.get(intent, {})}
-        role_weight = np.array([weights[file_role(f[0])] for f in index.files] or [1.0])
+        role_weight = np.array([weights[role] for role in file_roles(index)] or [1.0])
         prior = index.memo[f"role_prior:{intent}"] = role_weight[index.chunk_file]
     return prior
+
+
+def file_roles(index: LexicalIndex) -> list[str]:
+    """file_role of each of the index's files, in order, worked out once per index."""
+    roles = index.memo.get("file_roles")
+    if roles is None:
+        roles = index.memo["file_roles"] = [file_role(rel) for rel, *_ in index.files]
+    return roles
 
 
 def dense_chunk_scores(index: LexicalIndex, question: str, embed, cache_dir, intent: str = "code") -> np.ndarray:
@@ -536,24 +544,15 @@ def keep_doc_places(index: LexicalIndex, lexical, fused) -> np.ndarray:
     (file_scores), so scaling a file's chunks sets its rank and keeps their order within it."""
     fused = np.asarray(fused, dtype=np.float64)
     by_lexical, by_fused = file_scores(index, lexical), file_scores(index, fused)
-    is_doc = index.memo.get("is_doc")
-    if is_doc is None:
-        is_doc = index.memo["is_doc"] = np.array([file_role(rel) == "doc" for rel, *_ in index.files] or [False])
+    is_doc = np.array([role == "doc" for role in file_roles(index)] or [False])
     lexical_order = np.argsort(-by_lexical, kind="stable")
     lexical_order = lexical_order[by_lexical[lexical_order] > 0]
     fused_order = np.argsort(-by_fused, kind="stable")
     fused_order = fused_order[by_fused[fused_order] > 0]
-    others = iter(fused_order[~is_doc[fused_order]].tolist())
-    docs = iter(f for f in lexical_order.tolist() if is_doc[f])
-    doc_places = {place for place, f in enumerate(lexical_order.tolist()) if is_doc[f]}
-    order = []
-    for place in range(len(fused_order)):  # a doc page at its lexical place, else the next other file
-        f = next(docs, None) if place in doc_places else next(others, None)
-        if f is None:  # one kind ran out: the rest of the other, in its own order
-            f = next(others, None) if place in doc_places else next(docs, None)
-        if f is None:
-            break
-        order.append(f)
+    order = [f for f in fused_order.tolist() if not is_doc[f]]  # the other files, as fused ranks them
+    for place, f in enumerate(lexical_order.tolist()):  # then each doc page at its lexical place
+        if is_doc[f]:
+            order.insert(place, f)  # (past the end when the other files ran out: appended)
     # The fused file scores, best first, handed out in the new order (strictly falling: no ties to reorder).
     target = np.sort(by_fused[order])[::-1] * (1.0 - 1e-6 * np.arange(len(order)))
     scale = np.zeros(len(index.files))
