@@ -333,13 +333,14 @@ def rank_all(questions, roots, variants, embed=None, cache=None, dense_weights=(
                 lexical = cs.lexical_scores(index, q["question"])
                 dense = cs.dense_chunk_scores(index, q["question"], embed, cache, intent)
                 ranks["dense"].append(first_relevant_rank(file_ranking(index, dense), q["relevant"]))
+                fifth = cs.fuse_scores(lexical, dense, *FIFTH_ROUND)
                 ranks["lexical + dense, how-to too"].append(first_relevant_rank(  # as before DENSE_HOWTO
-                    file_ranking(index, cs.fuse_scores(lexical, dense, *FIFTH_ROUND)), q["relevant"]))
-                fused = cs.keep_doc_places(index, lexical, cs.fuse_scores(lexical, dense, cs.DENSE_WEIGHT))
-                ranks["lexical + dense"].append(first_relevant_rank(
-                    file_ranking(index, fused if cs.uses_dense(q["question"], intent) else lexical), q["relevant"]))
-                fifth = cs.fuse_scores(lexical, dense, *FIFTH_ROUND) if intent != "howto" else lexical
-                ranks["lexical + dense, fifth round"].append(first_relevant_rank(file_ranking(index, fifth), q["relevant"]))
+                    file_ranking(index, fifth), q["relevant"]))
+                ranks["lexical + dense, fifth round"].append(first_relevant_rank(
+                    file_ranking(index, fifth if intent != "howto" else lexical), q["relevant"]))
+                fused = (cs.keep_doc_places(index, lexical, cs.fuse_scores(lexical, dense, cs.DENSE_WEIGHT))
+                         if cs.uses_dense(q["question"], intent) else lexical)
+                ranks["lexical + dense"].append(first_relevant_rank(file_ranking(index, fused), q["relevant"]))
                 ranks["lexical + dense, RRF"].append(first_relevant_rank(  # the fusion before issue 29
                     file_ranking(index, cs.fuse_rankings(lexical, dense)), q["relevant"]))
                 for weight in dense_weights:
