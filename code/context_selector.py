@@ -88,6 +88,12 @@ INTENT_WEIGHTS = {"test": {"source": 0.7, "test": 1.0}, "howto": {"doc": 1.0}}
 TEST_WORDS = frozenset({"test", "tests", "tested", "testing"})
 # "my tests", "our unit tests": the user's own tests, not the project's; the docs usually answer.
 OWN_TESTS = re.compile(r"\b(my|our|your)\s+(own\s+)?(unit\s+|integration\s+)?(tests?|test suite|testing)\b", re.IGNORECASE)
+# "Where is that implemented?", "where does the library add...": the user asks for the code, even
+# in a how-to question ("How do I run as root, and where does the library add sudo?").
+IMPLEMENTED_WHERE = re.compile(r"\bwhere (is|are) (that|this|it|they) (implemented|handled|decided|computed|calculated"
+                               r"|defined|done|coded|enforced|applied|generated|built|set)\b"
+                               r"|\bwhere (does|do) the (code|library|package|module|framework|tool|app|class|function)\b"
+                               r"|\bwhere in the (code|source|library|package|codebase)\b", re.IGNORECASE)
 # "Where is it checked that...", "Which check proves...": asked without the word, still a test question.
 CHECKED_WHERE = re.compile(r"\bwhere (is|are) (it|this|that|they) (checked|verified|asserted|ensured|confirmed)\b"
                            r"|\bwhich checks? (proves?|shows?|confirms?)\b", re.IGNORECASE)
@@ -119,6 +125,7 @@ DOC_DIRS = frozenset({"doc", "docs", "examples"})
 # Packaging, CI and editor files, dotfiles, JSON data and generated metadata (PKG-INFO repeats the
 # README): rarely what a question is about, yet full of project words.
 META_DIRS = frozenset({".github", ".gitlab", ".circleci", ".idea", ".vscode"})
+META_HIDDEN = True                # every hidden folder too (.devcontainer/, an agent's .claude/ copies of the README)
 META_NAMES = frozenset({"pkg-info", "manifest.in", "setup.cfg", "tox.ini", "pyproject.toml", "makefile", "noxfile.py"})
 META_SUFFIXES = (".yml", ".yaml", ".toml", ".cfg", ".ini", ".lock", ".json")
 META_ROLE = True                  # off in bench_retrieval.py's "no meta role"
@@ -249,13 +256,16 @@ def question_terms(question: str) -> list[str]:
 
 def question_intent(question: str) -> str:
     """'test' when the question asks about tests ("Where is slugify tested?"), 'howto' when it asks
-    how to do something ("How do I deploy with gunicorn?"), else 'code'.
+    how to do something ("How do I deploy with gunicorn?"), else 'code'. A how-to question that
+    also asks where the code does it ("..., and where is that implemented?") is 'code'.
 
     Picks the file-role weights (INTENT_WEIGHTS). 'test_client' is an identifier, not the word.
     """
     words = {w.lower() for w in IDENTIFIER.findall(OWN_TESTS.sub(" ", question) if OWN_TESTS else question)}
     if words & TEST_WORDS or (CHECKED_WHERE is not None and CHECKED_WHERE.search(question)):
         return "test"
+    if IMPLEMENTED_WHERE is not None and IMPLEMENTED_WHERE.search(question):
+        return "code"
     if HOWTO.search(question):
         return "howto"
     if any(p is not None and p.search(question) for p in (CONCEPT, USER_GOAL)) and not CODE_NAME.search(question):
@@ -266,11 +276,11 @@ def question_intent(question: str) -> str:
 # --------------------------------------------------------------------------- chunking
 
 def file_role(rel: str) -> str:
-    """'source', 'test', 'doc' or 'changelog', from the path alone: 'tests/test_app.py' -> 'test'."""
+    """'source', 'test', 'doc', 'changelog' or 'meta', from the path alone: 'tests/test_app.py' -> 'test'."""
     *folders, name = rel.lower().split("/")
     if CHANGELOG_NAMES.match(name):
         return "changelog"
-    if META_ROLE and (META_DIRS.intersection(folders) or any(f.endswith(".egg-info") for f in folders)
+    if META_ROLE and (any(f in META_DIRS or f.endswith(".egg-info") or (META_HIDDEN and f.startswith(".")) for f in folders)
             or name in META_NAMES or name.endswith(META_SUFFIXES) or name.startswith(".")):
         return "meta"
     if TEST_DIRS.intersection(folders) or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":

@@ -193,6 +193,7 @@ def test_plurals_fold_once_and_only_plurals():
     ("PKG-INFO", "meta"), ("src/flask.egg-info/SOURCES.txt", "meta"), (".github/workflows/tests.yml", "meta"),
     (".github/CONTRIBUTING.md", "meta"), ("pyproject.toml", "meta"), ("tox.ini", "meta"), (".idea/workspace.xml", "meta"),
     (".gitignore", "meta"), ("json/tests/draft7/type.json", "meta"), ("docs/conf.py", "doc"), ("src/config.py", "source"),
+    (".claude/worktrees/a/README.md", "meta"), (".devcontainer/setup.py", "meta"), ("pkg/_private/core.py", "source"),
 ])
 def test_file_roles_come_from_the_path(rel, role):
     assert cs.file_role(rel) == role
@@ -249,6 +250,10 @@ def test_question_intent_comes_from_the_words():
     assert cs.question_intent("How do I check in my unit tests which entries my code logged?") == "howto"
     assert cs.question_intent("My tests that use fake objects fail with a registration error") == "code"
     assert cs.question_intent("Where are the tests for the retry decorator?") == "test"
+    # a how-to question that asks where the code does it wants the code
+    assert cs.question_intent("How do I retry a failed upload, and where is that implemented?") == "code"
+    assert cs.question_intent("Is there a way to run as root? Where does the library add sudo?") == "code"
+    assert cs.question_intent("How do I retry a failed upload? Where is that explained?") == "howto"
 
 
 def test_python_is_chunked_by_definition_even_when_it_does_not_parse():
