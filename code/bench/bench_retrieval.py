@@ -217,7 +217,9 @@ ABLATIONS = {
     "narrow howto": {"HOWTO": NARROW_HOWTO},
     "as on abe11a2": AS_ON_ABE11A2,
     "literal 0.5": {"LITERAL_WEIGHT": 0.5}, "literal 1": {"LITERAL_WEIGHT": 1.0}, "no literal": {"LITERAL_WEIGHT": 0},
-    "no user goal": {"USER_GOAL": None}, "no own tests": {"OWN_TESTS": None}, "no implemented where": {"IMPLEMENTED_WHERE": None}, "named meta folders only": {"META_HIDDEN": False},
+    "no user goal": {"USER_GOAL": None}, "no own tests": {"OWN_TESTS": None},
+    "no implemented where": {"IMPLEMENTED_WHERE": None}, "named meta folders only": {"META_HIDDEN": False},
+    "as on 46f213d": {"IMPLEMENTED_WHERE": None, "META_HIDDEN": False},  # the seventh round's two changes off
     "as on 6dabe85": AS_ON_6DABE85,
     "as on 962e0be": {**AS_ON_6DABE85, "ISE": None, "OPTION_LETTER": None, "DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
 }
