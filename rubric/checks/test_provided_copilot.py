@@ -232,28 +232,31 @@ def test_a_chunk_carries_a_share_of_its_files_evidence(tmp_path):
     assert by_place[("pool.py", 1)] > by_place[("pool.py", 5)]
 
 
-def test_question_intent_comes_from_the_words():
-    assert cs.question_intent("Where is slugify tested?") == "test"
-    assert cs.question_intent("Which tests cover the paginator?") == "test"
-    assert cs.question_intent("How does the test_client fixture work?") == "code"  # an identifier, not the word
-    assert cs.question_intent("How do I deploy with gunicorn?") == "howto"  # usage: docs count as much as code
-    assert cs.question_intent("How does the session cookie get signed?") == "code"
+@pytest.mark.parametrize("question,intent", [
+    ("Where is slugify tested?", "test"),
+    ("Which tests cover the paginator?", "test"),
+    ("How does the test_client fixture work?", "code"),  # an identifier, not the word
+    ("How do I deploy with gunicorn?", "howto"),  # usage: docs count as much as code
+    ("How does the session cookie get signed?", "code"),
     # asked without the word "test", still about a test
-    assert cs.question_intent("Where is it checked that a wheel name with a bad build tag is rejected?") == "test"
-    assert cs.question_intent("Which check proves the decorator does not deadlock?") == "test"
+    ("Where is it checked that a wheel name with a bad build tag is rejected?", "test"),
+    ("Which check proves the decorator does not deadlock?", "test"),
     # what the project offers its user: the docs say
-    assert cs.question_intent("I keep my config in YAML. Can I still validate it?") == "howto"
-    assert cs.question_intent("Is there a way to print the parse tree?") == "howto"
-    assert cs.question_intent("What's the recommended buffer size for a channel?") == "howto"
-    assert cs.question_intent("How is the next URL checked after login?") == "code"
+    ("I keep my config in YAML. Can I still validate it?", "howto"),
+    ("Is there a way to print the parse tree?", "howto"),
+    ("What's the recommended buffer size for a channel?", "howto"),
+    ("How is the next URL checked after login?", "code"),
     # the user's own tests are not the project's: the docs usually answer
-    assert cs.question_intent("How do I check in my unit tests which entries my code logged?") == "howto"
-    assert cs.question_intent("My tests that use fake objects fail with a registration error") == "code"
-    assert cs.question_intent("Where are the tests for the retry decorator?") == "test"
+    ("How do I check in my unit tests which entries my code logged?", "howto"),
+    ("My tests that use fake objects fail with a registration error", "code"),
+    ("Where are the tests for the retry decorator?", "test"),
     # a how-to question that asks where the code does it wants the code
-    assert cs.question_intent("How do I retry a failed upload, and where is that implemented?") == "code"
-    assert cs.question_intent("Is there a way to run as root? Where does the library add sudo?") == "code"
-    assert cs.question_intent("How do I retry a failed upload? Where is that explained?") == "howto"
+    ("How do I retry a failed upload, and where is that implemented?", "code"),
+    ("Is there a way to run as root? Where does the library add sudo?", "code"),
+    ("How do I retry a failed upload? Where is that explained?", "howto"),
+])
+def test_question_intent_comes_from_the_words(question, intent):
+    assert cs.question_intent(question) == intent
 
 
 def test_python_is_chunked_by_definition_even_when_it_does_not_parse():
