@@ -121,6 +121,8 @@ OPTION_LETTER = re.compile(r"(?<![\w-])-([A-Za-z])\b")
 ERROR_MODULE = re.compile(r"\b(?:[A-Za-z_]\w*\.)+(?=[A-Z]\w*(?:Error|Exception|Warning|Exit)\b)")
 CHANGELOG_NAMES = re.compile(r"(history|changes|changelog|news)(\.(md|rst|txt))?$", re.IGNORECASE)
 TEST_DIRS = frozenset({"test", "tests", "testing"})
+# Test folders by a suffix or prefix too ("portalocker_tests/", "tests_unit/"), and modules named tests.py
+TEST_NAMES = re.compile(r"(tests?_\w+|\w+_tests?)$")   # off in bench_retrieval.py's "named test folders only"
 DOC_DIRS = frozenset({"doc", "docs", "examples"})
 # Packaging, CI and editor files, dotfiles, JSON data and generated metadata (PKG-INFO repeats the
 # README): rarely what a question is about, yet full of project words.
@@ -128,6 +130,10 @@ META_DIRS = frozenset({".github", ".gitlab", ".circleci", ".idea", ".vscode"})
 META_HIDDEN = True                # every hidden folder too (.devcontainer/, an agent's .claude/ copies of the README)
 META_NAMES = frozenset({"pkg-info", "manifest.in", "setup.cfg", "tox.ini", "pyproject.toml", "makefile", "noxfile.py"})
 META_SUFFIXES = (".yml", ".yaml", ".toml", ".cfg", ".ini", ".lock", ".json")
+# Build and legal files that read like prose or code: setup.py at the top, Sphinx's conf.py at the top
+# or under a docs folder, LICENSE, COPYING, AUTHORS... (never the answer in 3,060 questions, often in the top 3)
+META_BUILD = True                 # off in bench_retrieval.py's "no build files as meta"
+LEGAL_NAMES = re.compile(r"(licen[cs]es?|copying|authors|contributors|notice)([-_.][\w.-]*)?$")
 META_ROLE = True                  # off in bench_retrieval.py's "no meta role"
 BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
@@ -281,9 +287,13 @@ def file_role(rel: str) -> str:
     if CHANGELOG_NAMES.match(name):
         return "changelog"
     if META_ROLE and (any(f in META_DIRS or f.endswith(".egg-info") or (META_HIDDEN and f.startswith(".")) for f in folders)
-            or name in META_NAMES or name.endswith(META_SUFFIXES) or name.startswith(".")):
+            or name in META_NAMES or name.endswith(META_SUFFIXES) or name.startswith(".")
+            or META_BUILD and (name in ("setup.py", "conf.py") and not folders
+                               or name == "conf.py" and folders[0] in DOC_DIRS
+                               or LEGAL_NAMES.match(name) and not name.endswith(".py"))):
         return "meta"
-    if TEST_DIRS.intersection(folders) or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py":
+    if (TEST_DIRS.intersection(folders) or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
+            or TEST_NAMES and (name in ("test.py", "tests.py") or any(TEST_NAMES.match(f) for f in folders))):
         return "test"
     if DOC_DIRS.intersection(folders) or name.endswith(DOC_SUFFIXES):
         return "doc"

@@ -220,6 +220,8 @@ ABLATIONS = {
     "no user goal": {"USER_GOAL": None}, "no own tests": {"OWN_TESTS": None},
     "no implemented where": {"IMPLEMENTED_WHERE": None}, "named meta folders only": {"META_HIDDEN": False},
     "as on 46f213d": {"IMPLEMENTED_WHERE": None, "META_HIDDEN": False},  # the seventh round's two changes off
+    "no build files as meta": {"META_BUILD": False}, "named test folders only": {"TEST_NAMES": None},
+    "as on 9c92157": {"META_BUILD": False, "TEST_NAMES": None},  # the eighth round's two changes off
     "as on 6dabe85": AS_ON_6DABE85,
     "as on 962e0be": {**AS_ON_6DABE85, "ISE": None, "OPTION_LETTER": None, "DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
 }

@@ -192,8 +192,12 @@ def test_plurals_fold_once_and_only_plurals():
     ("CHANGES.rst", "changelog"), ("src/history.py", "source"),
     ("PKG-INFO", "meta"), ("src/flask.egg-info/SOURCES.txt", "meta"), (".github/workflows/tests.yml", "meta"),
     (".github/CONTRIBUTING.md", "meta"), ("pyproject.toml", "meta"), ("tox.ini", "meta"), (".idea/workspace.xml", "meta"),
-    (".gitignore", "meta"), ("json/tests/draft7/type.json", "meta"), ("docs/conf.py", "doc"), ("src/config.py", "source"),
+    (".gitignore", "meta"), ("json/tests/draft7/type.json", "meta"), ("docs/conf.py", "meta"), ("src/config.py", "source"),
     (".claude/worktrees/a/README.md", "meta"), (".devcontainer/setup.py", "meta"), ("pkg/_private/core.py", "source"),
+    ("setup.py", "meta"), ("pkg/setup.py", "source"), ("conf.py", "meta"), ("docs/source/conf.py", "meta"),
+    ("pkg/conf.py", "source"), ("LICENSE", "meta"), ("COPYING.LESSER", "meta"), ("AUTHORS.rst", "meta"),
+    ("pkg/license.py", "source"), ("humanfriendly/tests.py", "test"), ("portalocker_tests/locks.py", "test"),
+    ("tests_unit/helpers.py", "test"), ("src/latest/x.py", "source"), ("pytest_mock/plugin.py", "source"),
 ])
 def test_file_roles_come_from_the_path(rel, role):
     assert cs.file_role(rel) == role
