@@ -2,7 +2,8 @@
 
 Each fast path skips work: a 64 KB first read, the first match looked for once, matches past the
 shown ones counted without line numbers, a virtualenv told from its folder's listing, a folder on
-the way down opened without a look first. These checks hold the results to the plain reading.
+the way down opened without a look first, and not looked up again for a virtualenv's markers
+when the walk has just listed it. These checks hold the results to the plain reading.
 """
 
 from __future__ import annotations
@@ -124,6 +125,25 @@ def test_a_virtualenv_is_told_from_its_listing_whatever_the_case_of_its_marker(t
     (tmp_path / "src.py").write_text("needle = 1\n")
     assert [rel for _, rel in tools.iter_repo_files(tmp_path)] == ["src.py"]
     assert "env_" not in tools.search_code(tmp_path, "needle")
+
+
+def test_search_code_trusts_the_walk_for_virtualenvs_and_a_plain_reader_does_not(tmp_path, monkeypatch):
+    (tmp_path / "pkg" / "sub").mkdir(parents=True)
+    (tmp_path / "pkg" / "sub" / "a.py").write_text("needle = 1\n")
+    (tmp_path / "env").mkdir()
+    (tmp_path / "env" / "pyvenv.cfg").write_text("home = /usr\n")
+    (tmp_path / "env" / "site.py").write_text("needle = 2\n")
+    looked_up = []
+    real = repo_files._exists_at
+    monkeypatch.setattr(repo_files, "_exists_at", lambda name, fd: looked_up.append(name) or real(name, fd))
+    found = tools.search_code(tmp_path, "needle")
+    assert "pkg/sub/a.py:1:" in found and "env/" not in found, found
+    assert looked_up == []  # the walk judged each folder from its listing: no second look per folder
+    with repo_files.TreeReader(tmp_path) as tree:  # a reader given paths from elsewhere looks them up
+        assert tree.read("pkg/sub/a.py", 100) == b"needle = 1\n"
+        with pytest.raises(tools.ToolError, match="excluded"):
+            tree.read("env/site.py", 100)
+    assert looked_up
 
 
 def test_a_listing_cut_by_the_walk_cap_looks_the_marker_up(tmp_path, monkeypatch):

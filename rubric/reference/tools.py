@@ -235,7 +235,7 @@ def search_code(repo_root, query) -> str:
     give_up = time.monotonic() + MAX_SEARCH_SECONDS
     narrow = "search for a more specific identifier, or list_directory and read the likely files"
     stopped = ""  # why the search ended before the end of the repository, if it did
-    with TreeReader(repo_root) as tree:  # opens like open_in_root, each folder once
+    with TreeReader(repo_root, walked=True) as tree:  # opens like open_in_root, each folder once
         for _, rel in iter_repo_files(repo_root):
             if budget <= 0 or time.monotonic() > give_up:
                 stopped = f"reading {MAX_SEARCH_TOTAL_BYTES:,} bytes" if budget <= 0 else f"{MAX_SEARCH_SECONDS:g} s"
