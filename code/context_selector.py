@@ -130,11 +130,11 @@ META_DIRS = frozenset({".github", ".gitlab", ".circleci", ".idea", ".vscode"})
 META_HIDDEN = True                # every hidden folder too (.devcontainer/, an agent's .claude/ copies of the README)
 META_NAMES = frozenset({"pkg-info", "manifest.in", "setup.cfg", "tox.ini", "pyproject.toml", "makefile", "noxfile.py"})
 META_SUFFIXES = (".yml", ".yaml", ".toml", ".cfg", ".ini", ".lock", ".json")
-# Build files and files about the project rather than its code, which read like prose or code:
-# setup.py at the top, Sphinx's conf.py at the top or under a docs folder, LICENSE, AUTHORS,
-# CONTRIBUTING... (never the answer in 4,260 questions, often in the top 3)
+# Build and legal files that read like prose or code: setup.py at the top, Sphinx's conf.py at the
+# top or under a docs folder, LICENSE, COPYING, AUTHORS... (never the answer in 5,060 questions,
+# often in the top 3). Not CONTRIBUTING: contributors ask the docs questions it answers.
 META_BUILD = True                 # off in bench_retrieval.py's "no build files as meta"
-PROJECT_NAMES = re.compile(r"(licen[cs]es?|copying|authors|contributors|notice|contributing|code_of_conduct)([-_.][\w.-]*)?$")
+LEGAL_NAMES = re.compile(r"(licen[cs]es?|copying|authors|contributors|notice)([-_.][\w.-]*)?$")
 META_ROLE = True                  # off in bench_retrieval.py's "no meta role"
 BM25_K1 = 1.2                     # how fast repeated words stop adding weight
 BM25_B = 0.75                     # how much long chunks are penalized
@@ -291,7 +291,7 @@ def file_role(rel: str) -> str:
             or name in META_NAMES or name.endswith(META_SUFFIXES) or name.startswith(".")
             or META_BUILD and (name in ("setup.py", "conf.py") and not folders
                                or name == "conf.py" and folders[0] in DOC_DIRS
-                               or PROJECT_NAMES.match(name) and not name.endswith(".py"))):
+                               or LEGAL_NAMES.match(name) and not name.endswith(".py"))):
         return "meta"
     if (TEST_DIRS.intersection(folders) or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
             or TEST_NAMES and (name in ("test.py", "tests.py") or any(TEST_NAMES.match(f) for f in folders))):

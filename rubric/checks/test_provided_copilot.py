@@ -196,7 +196,7 @@ def test_plurals_fold_once_and_only_plurals():
     (".claude/worktrees/a/README.md", "meta"), (".devcontainer/setup.py", "meta"), ("pkg/_private/core.py", "source"),
     ("setup.py", "meta"), ("pkg/setup.py", "source"), ("conf.py", "meta"), ("docs/source/conf.py", "meta"),
     ("pkg/conf.py", "source"), ("LICENSE", "meta"), ("COPYING.LESSER", "meta"), ("AUTHORS.rst", "meta"),
-    ("CONTRIBUTING.md", "meta"), ("CODE_OF_CONDUCT.md", "meta"),
+    ("CONTRIBUTING.md", "doc"),
     ("pkg/license.py", "source"), ("humanfriendly/tests.py", "test"), ("portalocker_tests/locks.py", "test"),
     ("tests_unit/helpers.py", "test"), ("src/latest/x.py", "source"), ("pytest_mock/plugin.py", "source"),
 ])
