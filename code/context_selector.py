@@ -86,6 +86,9 @@ ROLE_WEIGHTS = {"source": 1.0, "test": 0.5, "doc": 0.7, "changelog": 0.5, "meta"
 # (bench_retrieval.py, test questions: MRR 0.34 -> 0.82), a how-to question puts docs level with source.
 INTENT_WEIGHTS = {"test": {"source": 0.7, "test": 1.0}, "howto": {"doc": 1.0}}
 TEST_WORDS = frozenset({"test", "tests", "tested", "testing"})
+# A question about tests asks which test file: there a word's rarity (IDF) is counted over files,
+# not chunks, since a test file repeats its subject's words in every test (common among its chunks)
+TEST_FILE_IDF = True              # off in bench_retrieval.py's "chunk idf for test questions"
 # "my tests", "our unit tests": the user's own tests, not the project's; the docs usually answer.
 OWN_TESTS = re.compile(r"\b(my|our|your)\s+(own\s+)?(unit\s+|integration\s+)?(tests?|test suite|testing)\b", re.IGNORECASE)
 # "Where is that implemented?", "where does the library add...": the user asks for the code, even
@@ -410,7 +413,8 @@ def score_chunks(index: LexicalIndex, terms, intent: str = "code") -> np.ndarray
     times the chunk's file-role weight (ROLE_WEIGHTS, with the question intent's INTENT_WEIGHTS).
 
     Chunk side: the term's count, saturated and length-adjusted. Question side: the term's
-    rarity (IDF), so "session" outweighs "get". Each chunk also gets FILE_WEIGHT of its whole
+    rarity (IDF; over files for a question about tests, TEST_FILE_IDF), so "session" outweighs
+    "get". Each chunk also gets FILE_WEIGHT of its whole
     file's BM25 score (the file's counts summed over its chunks): of two equal chunks, the one in
     a file about the question's subject wins.
     """
@@ -418,11 +422,12 @@ def score_chunks(index: LexicalIndex, terms, intent: str = "code") -> np.ndarray
     total = np.zeros(index.n_chunks, dtype=np.float64)
     whole = np.zeros(len(index.files), dtype=np.float64) if FILE_WEIGHT else None
     file_norm = _file_norm(index) if FILE_WEIGHT else None
+    by_file = bool(TEST_FILE_IDF) and intent == "test"
     for term in terms:
         counts = index.term_counts(term)
         if counts is None:
             continue
-        idf = _idf(index, counts)
+        idf = _idf(index, counts, by_file)
         total += idf * counts * (BM25_K1 + 1) / (counts + norm)
         if whole is not None:
             in_file = np.bincount(index.chunk_file, weights=counts, minlength=len(index.files))
@@ -477,8 +482,15 @@ def _chunk_norm(index: LexicalIndex, own: bool = False) -> np.ndarray:
     return norm
 
 
-def _idf(index: LexicalIndex, counts) -> float:
-    """A term's rarity over the chunks, from its counts in each."""
+def _idf(index: LexicalIndex, counts, by_file: bool = False) -> float:
+    """A term's rarity over the chunks, from its counts in each (``by_file``: over the files that
+    have chunks)."""
+    if by_file:
+        files = index.memo.get("chunked_files")
+        if files is None:
+            files = index.memo["chunked_files"] = len(np.unique(index.chunk_file))
+        df = len(np.unique(index.chunk_file[counts > 0]))
+        return np.log1p((files - df + 0.5) / (df + 0.5))
     df = np.count_nonzero(counts)
     return np.log1p((index.n_chunks - df + 0.5) / (df + 0.5))
 

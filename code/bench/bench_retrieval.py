@@ -162,7 +162,7 @@ def explain(index, q) -> None:
         for term in terms:
             counts = index.term_counts(term)
             if counts is not None and counts[best] > 0:
-                idf = cs._idf(index, counts)
+                idf = cs._idf(index, counts, bool(cs.TEST_FILE_IDF) and intent == "test")
                 parts.append(f"{term}:{idf * counts[best] * (cs.BM25_K1 + 1) / (counts[best] + norm[best]):.1f}({counts[best]:g})")
         also = f" | literal {literal[best]:.1f}" if literal is not None else ""
         print(f"  {'answer ' if rel == answer else ''}{rel}:{index.chunk_start[best]}-{index.chunk_end[best]}"
@@ -221,7 +221,8 @@ ABLATIONS = {
     "no implemented where": {"IMPLEMENTED_WHERE": None}, "named meta folders only": {"META_HIDDEN": False},
     "as on 46f213d": {"IMPLEMENTED_WHERE": None, "META_HIDDEN": False},  # the seventh round's two changes off
     "no build files as meta": {"META_BUILD": False}, "named test folders only": {"TEST_NAMES": None},
-    "as on 9c92157": {"META_BUILD": False, "TEST_NAMES": None},  # the eighth round's two changes off
+    "as on 9c92157": {"META_BUILD": False, "TEST_NAMES": None},  # the eighth round's two role rules off
+    "chunk idf for test questions": {"TEST_FILE_IDF": False},
     "as on 6dabe85": AS_ON_6DABE85,
     "as on 962e0be": {**AS_ON_6DABE85, "ISE": None, "OPTION_LETTER": None, "DUNDER_PATHS": False, "CONCEPT": None, "ERROR_MODULE": None, "SECOND_CHUNK_WEIGHT": 0, "HEADING_WEIGHT": 0, "NAME_WEIGHT": 0, "STEM": False, "chunking.SECTIONS": False},
 }

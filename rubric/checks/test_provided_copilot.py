@@ -215,6 +215,31 @@ def test_source_outranks_a_test_that_matches_as_well(tmp_path):
     assert [s.path for s in asked][:2] == ["tests/auth.py", "auth.py"]  # a question about tests wants the test
 
 
+def test_a_question_about_tests_weighs_words_by_how_few_files_hold_them(tmp_path, monkeypatch):
+    # "parse" fills every test of test_parse.py (common among chunks, rare among files); "quote"
+    # is in one test there and all over test_quote.py. Asked which test covers parse and quoting,
+    # the selector should name the parser's tests: counted by chunks, "parse" weighs too little.
+    repo = tmp_path / "repo"
+    (repo / "tests").mkdir(parents=True)
+    (repo / "csvish.py").write_text("def parse(text):\n    return text.split(',')\n\n\n"
+                                    "def quote(value):\n    return '\"' + value + '\"'\n")
+    cases = [("one", "a", ["a"]), ("two", "a,b", ["a", "b"]), ("empty", "", [""]), ("spaces", " a ", [" a "]),
+             ("three", "a,b,c", ["a", "b", "c"]), ("trailing", "a,", ["a", ""])]
+    (repo / "tests" / "test_parse.py").write_text("from csvish import parse\n\n\n" + "".join(
+        f"def test_parse_{name}():\n    assert parse({text!r}) == {fields!r}\n\n\n" for name, text, fields in cases)
+        + "def test_parse_quoted_field():\n    assert parse('\"a\"') == ['\"a\"']\n")
+    (repo / "tests" / "test_quote.py").write_text(
+        "from csvish import quote\n\n\ndef test_quote_wraps_a_field():\n    assert quote('a') == '\"a\"'\n\n\n"
+        "def test_quote_a_quoted_field():\n    assert quote('\"a\"') == '\"\"a\"\"'\n")
+    question = "Which test checks how parse treats a quoted field?"
+    assert cs.question_intent(question) == "test"
+    ranked = [s.path for s in cs.select_context(question, repo, k=2, cache_dir=tmp_path / "cache")]
+    assert ranked[0] == "tests/test_parse.py", ranked
+    monkeypatch.setattr(cs, "TEST_FILE_IDF", False)  # rarity over chunks: the quoting tests win
+    ranked = [s.path for s in cs.select_context(question, repo, k=2, cache_dir=tmp_path / "cache")]
+    assert ranked[0] == "tests/test_quote.py", ranked
+
+
 def test_packaging_files_give_way_to_the_readme_they_repeat(tmp_path):
     readme = "Streaming uploads\n=================\n\nSend a large body in pieces with chunked transfer encoding.\n"
     (tmp_path / "README.rst").write_text(readme)
