@@ -4,7 +4,7 @@
     python bench/bench_retrieval.py --set v1     # the first set: 50 questions over flask and requests
     python bench/bench_retrieval.py --set v3-tune --trees DIR      # 190 questions over five other sdists,
     python bench/bench_retrieval.py --set v3-heldout --trees DIR   # and the 95 held back (questions_v3/README.md)
-    python bench/bench_retrieval.py --set v7,v8 --trees DIR7,DIR8  # questions_v4..v48: 100 each, four sdists each
+    python bench/bench_retrieval.py --set v7,v8 --trees DIR7,DIR8  # questions_v4..v52: 100 each, four sdists each
     python bench/bench_retrieval.py --ablate     # also each scoring choice switched off, paired with the default
     python bench/bench_retrieval.py --check      # verify the set: relevant files exist, citations hold
     python bench/bench_retrieval.py -v           # also list the questions the lexical ranker misses
@@ -77,7 +77,7 @@ SETS = {"v2": Path(__file__).with_name("retrieval_questions_v2.jsonl"),
         "v1": Path(__file__).with_name("retrieval_questions.jsonl"),
         "v3-tune": Path(__file__).with_name("questions_v3") / "tune.jsonl",        # with --trees: five sdists
         "v3-heldout": Path(__file__).with_name("questions_v3") / "heldout.jsonl",  # (questions_v3/README.md)
-        **{f"v{n}": Path(__file__).with_name(f"questions_v{n}") / "heldout.jsonl" for n in range(4, 49)}}  # with --trees
+        **{f"v{n}": Path(__file__).with_name(f"questions_v{n}") / "heldout.jsonl" for n in range(4, 53)}}  # with --trees
 PLAIN_K1, PLAIN_B = 1.2, 0.75     # the baseline's constants, fixed whatever the selector uses
 FIFTH_ROUND = (0.3, 0.05)         # DENSE_WEIGHT, DENSE_MARGIN as shipped before the sixth round
 
@@ -397,7 +397,7 @@ def report(questions, ranks, baseline="plain BM25", main="lexical") -> None:
 def main() -> int:
     global CORPUS
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--set", default="v2", help="v1, v2, v3-tune, v3-heldout, v4..v48 or a JSON-lines file; several joined by commas (v3 on: with --trees)")
+    parser.add_argument("--set", default="v2", help="v1, v2, v3-tune, v3-heldout, v4..v52 or a JSON-lines file; several joined by commas (v3 on: with --trees)")
     parser.add_argument("--trees", metavar="DIR", help="the folder(s), comma-separated, of unpacked sdists the --set repositories name")
     parser.add_argument("--ablate", action="store_true", help="also rank with each ABLATIONS variant")
     parser.add_argument("--variants", default="", help='only these ABLATIONS, e.g. "as on 962e0be,doc windows"')
