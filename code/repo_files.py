@@ -338,8 +338,8 @@ class TreeReader:
     the reader goes on reading that folder and never follows the link. ``judge=False`` skips the
     visibility rules (open_resolved's callers judged the path already). ``walked=True``: the caller
     opens only what iter_repo_files has just yielded, whose listing of each folder was judged for a
-    virtualenv already, so folders are not looked up again for its markers (search_code: a sixth of
-    its time on a large tree). Names are judged as always; a virtualenv made under a running walk
+    virtualenv already, so folders opened one by one (openat) are not looked up again for its
+    markers (search_code: a sixth of its time on a large tree). Names are judged as always; a virtualenv made under a running walk
     may be read from, as if it had been made a moment before.
     """
 
