@@ -292,8 +292,8 @@ def file_role(rel: str) -> str:
         return "changelog"
     if META_ROLE and (any(f in META_DIRS or f.endswith(".egg-info") or (META_HIDDEN and f.startswith(".")) for f in folders)
             or name in META_NAMES or name.endswith(META_SUFFIXES) or name.startswith(".")
-            or META_BUILD and (name in ("setup.py", "conf.py") and not folders
-                               or name == "conf.py" and folders[0] in DOC_DIRS
+            or META_BUILD and (name == "setup.py" and not folders
+                               or name == "conf.py" and (not folders or folders[0] in DOC_DIRS)
                                or LEGAL_NAMES.match(name) and not name.endswith(".py"))):
         return "meta"
     if (TEST_DIRS.intersection(folders) or name.startswith("test_") or name.endswith("_test.py") or name == "conftest.py"
@@ -427,10 +427,11 @@ def score_chunks(index: LexicalIndex, terms, intent: str = "code") -> np.ndarray
         counts = index.term_counts(term)
         if counts is None:
             continue
-        idf = _idf(index, counts, by_file)
+        in_file = np.bincount(index.chunk_file, weights=counts, minlength=len(index.files)) \
+            if whole is not None or by_file else None
+        idf = _idf(index, counts, in_file if by_file else None)
         total += idf * counts * (BM25_K1 + 1) / (counts + norm)
         if whole is not None:
-            in_file = np.bincount(index.chunk_file, weights=counts, minlength=len(index.files))
             whole += idf * in_file * (BM25_K1 + 1) / (in_file + file_norm)
     if whole is not None:
         total += FILE_WEIGHT * whole[index.chunk_file]
@@ -482,14 +483,14 @@ def _chunk_norm(index: LexicalIndex, own: bool = False) -> np.ndarray:
     return norm
 
 
-def _idf(index: LexicalIndex, counts, by_file: bool = False) -> float:
-    """A term's rarity over the chunks, from its counts in each (``by_file``: over the files that
-    have chunks)."""
-    if by_file:
+def _idf(index: LexicalIndex, counts, in_file=None) -> float:
+    """A term's rarity over the chunks, from its counts in each; given ``in_file`` (its counts
+    summed per file), over the files that have chunks."""
+    if in_file is not None:
         files = index.memo.get("chunked_files")
         if files is None:
-            files = index.memo["chunked_files"] = len(np.unique(index.chunk_file))
-        df = len(np.unique(index.chunk_file[counts > 0]))
+            files = index.memo["chunked_files"] = np.count_nonzero(np.bincount(index.chunk_file))
+        df = np.count_nonzero(in_file)
         return np.log1p((files - df + 0.5) / (df + 0.5))
     df = np.count_nonzero(counts)
     return np.log1p((index.n_chunks - df + 0.5) / (df + 0.5))

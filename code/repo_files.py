@@ -339,8 +339,8 @@ class TreeReader:
     visibility rules (open_resolved's callers judged the path already). ``walked=True``: the caller
     opens only what iter_repo_files has just yielded, whose listing of each folder was judged for a
     virtualenv already, so folders opened one by one (openat) are not looked up again for its
-    markers (search_code: a sixth of its time on a large tree). Names are judged as always; a virtualenv made under a running walk
-    may be read from, as if it had been made a moment before.
+    markers (search_code: a sixth of its time on a large tree). Names are judged as always; a
+    virtualenv made under a running walk may be read from, as if it had been made a moment before.
     """
 
     def __init__(self, repo_root, judge: bool = True, walked: bool = False):

@@ -162,7 +162,8 @@ def explain(index, q) -> None:
         for term in terms:
             counts = index.term_counts(term)
             if counts is not None and counts[best] > 0:
-                idf = cs._idf(index, counts, bool(cs.TEST_FILE_IDF) and intent == "test")
+                by_file = bool(cs.TEST_FILE_IDF) and intent == "test"
+                idf = cs._idf(index, counts, np.bincount(index.chunk_file, weights=counts) if by_file else None)
                 parts.append(f"{term}:{idf * counts[best] * (cs.BM25_K1 + 1) / (counts[best] + norm[best]):.1f}({counts[best]:g})")
         also = f" | literal {literal[best]:.1f}" if literal is not None else ""
         print(f"  {'answer ' if rel == answer else ''}{rel}:{index.chunk_start[best]}-{index.chunk_end[best]}"
